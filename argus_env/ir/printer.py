@@ -1,0 +1,134 @@
+"""Print IR back to DSL text.
+
+The printer builds a Python `ast` for the program and lets `ast.unparse` handle operator
+precedence, so the text always parses back (through `argus_env.dsl.parse_program`) to an
+equal IR. Only the function signature is laid out by hand, one parameter per line, to
+keep long signatures readable.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import nodes as ir
+from .ops import OPS
+
+ALIAS = "A"
+HEADER = "from argus_env import dsl as A\n"
+
+_BIN = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "//": ast.FloorDiv,
+        "%": ast.Mod, "&": ast.BitAnd, "|": ast.BitOr, "^": ast.BitXor, "<<": ast.LShift,
+        ">>": ast.RShift}
+_CMP = {"<": ast.Lt, "<=": ast.LtE, ">": ast.Gt, ">=": ast.GtE, "==": ast.Eq, "!=": ast.NotEq}
+_UN = {"-": ast.USub, "~": ast.Invert, "not": ast.Not}
+
+
+def _a(attr: str) -> ast.expr:
+    return ast.Attribute(value=ast.Name(id=ALIAS, ctx=ast.Load()), attr=attr, ctx=ast.Load())
+
+
+def to_ast(e: ir.Expr) -> ast.expr:
+    """The Python expression that spells `e` in DSL text."""
+    if isinstance(e, ir.Const):
+        if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) and e.value < 0:
+            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-e.value))
+        return ast.Constant(value=e.value)
+    if isinstance(e, ir.Name):
+        return ast.Name(id=e.id, ctx=ast.Load())
+    if isinstance(e, ir.Symbol):
+        return _a(e.name)
+    if isinstance(e, ir.Slice):
+        return ast.Slice()
+    if isinstance(e, ir.TupleExpr):
+        return ast.Tuple(elts=[to_ast(x) for x in e.elts], ctx=ast.Load())
+    if isinstance(e, ir.BinOp):
+        if e.op in _CMP:
+            return ast.Compare(left=to_ast(e.lhs), ops=[_CMP[e.op]()], comparators=[to_ast(e.rhs)])
+        return ast.BinOp(left=to_ast(e.lhs), op=_BIN[e.op](), right=to_ast(e.rhs))
+    if isinstance(e, ir.UnaryOp):
+        return ast.UnaryOp(op=_UN[e.op](), operand=to_ast(e.operand))
+    if isinstance(e, ir.Subscript):
+        idx = [to_ast(i) for i in e.index]
+        sl = idx[0] if len(idx) == 1 else ast.Tuple(elts=idx, ctx=ast.Load())
+        return ast.Subscript(value=to_ast(e.base), slice=sl, ctx=ast.Load())
+    if isinstance(e, ir.Call):
+        return _call_ast(e)
+    raise TypeError(f"printer: no rule for IR node {type(e).__name__}")
+
+
+def _call_ast(call: ir.Call) -> ast.Call:
+    spec = OPS[call.fn]
+    given = dict(call.args)
+    args: list[ast.expr] = []
+    keywords: list[ast.keyword] = []
+    if spec.varargs:
+        dims = given.get(spec.params[0])
+        args = [to_ast(x) for x in dims.elts] if dims is not None else []
+    else:
+        positional = True
+        for name in spec.params:
+            if name not in given:
+                positional = False
+                continue
+            if call.fn == "range" and name == "step" and given[name] == ir.Const(1):
+                continue
+            value = to_ast(given[name])
+            if positional:
+                args.append(value)
+            else:
+                keywords.append(ast.keyword(arg=name, value=value))
+        for name in spec.kwonly:
+            if name in given:
+                keywords.append(ast.keyword(arg=name, value=to_ast(given[name])))
+    keywords += [ast.keyword(arg=k, value=to_ast(v)) for k, v in call.tags]
+    return ast.Call(func=_a(call.fn), args=args, keywords=keywords)
+
+
+def print_expr(e: ir.Expr) -> str:
+    """DSL text of one expression."""
+    return ast.unparse(to_ast(e))
+
+
+def _stmt_ast(s: ir.Stmt) -> ast.stmt:
+    if isinstance(s, ir.Assign):
+        if len(s.targets) == 1:
+            target = ast.Name(id=s.targets[0], ctx=ast.Store())
+        else:
+            target = ast.Tuple(elts=[ast.Name(id=t, ctx=ast.Store()) for t in s.targets],
+                               ctx=ast.Store())
+        return ast.Assign(targets=[target], value=to_ast(s.value), lineno=0)
+    if isinstance(s, ir.For):
+        return ast.For(target=ast.Name(id=s.var, ctx=ast.Store()), iter=to_ast(s.iter),
+                       body=[_stmt_ast(x) for x in s.body], orelse=[], lineno=0)
+    if isinstance(s, ir.If):
+        return ast.If(test=to_ast(s.cond), body=[_stmt_ast(x) for x in s.body],
+                      orelse=[_stmt_ast(x) for x in s.orelse])
+    if isinstance(s, ir.ExprStmt):
+        return ast.Expr(value=to_ast(s.value))
+    raise TypeError(f"printer: no rule for IR statement {type(s).__name__}")
+
+
+def _param_text(p: ir.Param) -> str:
+    if p.kind == "tensor":
+        dims = ", ".join(repr(d) for d in p.dims)
+        return f"{p.name}: {ALIAS}.Tensor[{ALIAS}.{p.dtype}, {dims}]"
+    if p.kind == "const":
+        return f"{p.name}: {ALIAS}.const = {p.default!r}"
+    text = f"{p.name}: {ALIAS}.{p.dtype}"
+    return text if p.default is None else f"{text} = {p.default!r}"
+
+
+def print_kernel(k: ir.Kernel) -> str:
+    """DSL text of a whole program, starting with the DSL import."""
+    opts = ", ".join(f"{name}={value!r}" for name, value in k.options)
+    deco = f"@{ALIAS}.kernel({opts})" if opts else f"@{ALIAS}.kernel"
+    params = ",\n".join(f"    {_param_text(p)}" for p in k.params)
+    head = f"{deco}\ndef {k.name}(\n{params},\n):\n" if k.params else f"{deco}\ndef {k.name}():\n"
+    body_nodes = [_stmt_ast(s) for s in k.body]
+    if k.doc is not None:
+        body_nodes.insert(0, ast.Expr(value=ast.Constant(value=k.doc)))
+    if not body_nodes:
+        body_nodes = [ast.Pass()]
+    body = ast.unparse(ast.Module(body=body_nodes, type_ignores=[]))
+    indented = "\n".join(("    " + line) if line else line for line in body.splitlines())
+    return f"{HEADER}\n\n{head}{indented}\n"
