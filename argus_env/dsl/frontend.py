@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
-from ..ir.ops import BIN_OPS, DTYPE_NAMES, KERNEL_OPTIONS, OPS, SYMBOL_NAMES
+from ..ir.ops import BIN_OPS, DTYPE_NAMES, KERNEL_OPTIONS, OPS, ORDERS, SYMBOL_NAMES
 from .errors import DSLLimitError, DSLSyntaxError
 
 _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -25,7 +25,8 @@ _UN = {ast.USub: "-", ast.Invert: "~", ast.Not: "not"}
 assert set(_BIN.values()) == set(BIN_OPS)
 
 #: Names a program may not bind or use: they would shadow the generated code's modules.
-RESERVED = frozenset({"tl", "triton", "torch", "NUM_SMS", "TensorDescriptor"})
+RESERVED = frozenset({"tl", "triton", "torch", "NUM_SMS", "TensorDescriptor", "grid",
+                      "bind_sizes", "check_tensors", "num_sms", "range", "min", "max"})
 
 #: What each rejected Python construct is called in error messages, with a hint.
 _REJECTED = {
@@ -118,6 +119,9 @@ class _Parser:
             raise self.error(node, f"dunder name `{name}` is not allowed in a DSL program")
         if name in RESERVED or name == self.alias:
             raise self.error(node, f"name `{name}` is reserved and cannot be used as a variable")
+        if name.endswith(("_ptr", "_desc", "_kernel")) or name.startswith("stride_"):
+            raise self.error(node, f"name `{name}` is reserved for generated code (names ending "
+                             "in _ptr, _desc or _kernel, or starting with stride_)")
         return name
 
     # ------------------------------------------------------------ module and kernel
@@ -227,6 +231,10 @@ class _Parser:
         items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
         if not items or not (self.is_alias_attr(items[0]) and items[0].attr in DTYPE_NAMES):
             raise self.error(ann, f"tensor `{name}`: write A.Tensor[A.<dtype>, \"dim\", ...]")
+        order = "row_major"
+        if len(items) > 1 and self.is_alias_attr(items[-1]) and items[-1].attr in ORDERS:
+            order = items[-1].attr
+            items = items[:-1]
         dims = []
         for it in items[1:]:
             if not (isinstance(it, ast.Constant) and isinstance(it.value, str)
@@ -236,7 +244,10 @@ class _Parser:
             dims.append(self.check_name(it, it.value))
         if not dims:
             raise self.error(ann, f"tensor `{name}` needs at least one dim")
-        return ir.Param(name, "tensor", dtype=items[0].attr, dims=tuple(dims), loc=loc)
+        if order != "row_major" and len(dims) != 2:
+            raise self.error(ann, f"tensor `{name}`: A.{order} applies to 2-D tensors only")
+        return ir.Param(name, "tensor", dtype=items[0].attr, dims=tuple(dims), order=order,
+                        loc=loc)
 
     # ------------------------------------------------------------ statements
     def block(self, nodes: list[ast.stmt], depth: int, unroll: int) -> tuple[ir.Stmt, ...]:

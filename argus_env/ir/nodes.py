@@ -173,12 +173,15 @@ class Param:
     kind "tensor": a global tensor `A.Tensor[dtype, "M", "K"]` whose dims name size symbols;
     kind "const": a compile-time constant `BM: A.const = 128` (its default is its value);
     kind "scalar": a runtime scalar such as `scale: A.f32`.
+    A tensor's `order` is its storage order: "row_major" (last dim contiguous, the default)
+    or "col_major" (first dim contiguous; 2-D only, e.g. a k-major B operand).
     """
 
     name: str
     kind: str
     dtype: str | None = None
     dims: tuple[str, ...] = ()
+    order: str = "row_major"
     default: Union[int, float, bool, None] = None
     loc: Loc = _loc()
 

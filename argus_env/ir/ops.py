@@ -31,6 +31,11 @@ class OpSpec:
     tags: bool = False
     context: str = "expr"
     doc: str = ""
+    positional: int | None = None  # how many params the printer writes positionally
+
+    @property
+    def n_positional(self) -> int:
+        return self.required if self.positional is None else self.positional
 
 
 def _spec(name, params=(), required=None, **kw) -> OpSpec:
@@ -56,16 +61,16 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="store a tile into a global tensor"),
     _spec("atomic_add", ["ref", "value", "mask"], required=2, context="stmt",
           doc="atomically add a tile into a global tensor"),
-    _spec("dot", ["a", "b", "acc"], required=2, kwonly=("mma", "precision"),
+    _spec("dot", ["a", "b", "acc"], required=2, kwonly=("mma", "precision"), positional=3,
           doc="matrix product of two tiles, accumulated into `acc`"),
     _spec("trans", ["x"], doc="transpose a 2-D tile"),
     *[_spec(n, ["x"], doc=f"elementwise {n}") for n in _UNARY],
-    _spec("max", ["x", "axis"], doc="maximum along an axis"),
-    _spec("min", ["x", "axis"], doc="minimum along an axis"),
-    _spec("sum", ["x", "axis"], doc="sum along an axis"),
+    _spec("max", ["x", "axis"], positional=2, doc="maximum along an axis"),
+    _spec("min", ["x", "axis"], positional=2, doc="minimum along an axis"),
+    _spec("sum", ["x", "axis"], positional=2, doc="sum along an axis"),
     _spec("where", ["cond", "x", "y"], doc="elementwise select"),
     _spec("cast", ["x", "dtype"], doc="convert to another element type"),
-    _spec("range", ["start", "stop", "step"], required=1,
+    _spec("range", ["start", "stop", "step"], required=1, positional=3,
           kwonly=("stages", "warp_specialize", "flatten"), context="iter",
           doc="a runtime loop; policies: software-pipelining stages, warp specialization, flattening"),
     _spec("static_range", ["n"], context="iter", doc="a loop unrolled at compile time"),
@@ -78,7 +83,9 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
 DTYPE_NAMES = ("bf16", "f16", "f32", "f64", "i32", "i64", "i1")
 MMA_POLICIES = ("wgmma", "mma_v2", "fma")
 PRECISIONS = ("tf32", "tf32x3", "ieee")
-SYMBOL_NAMES = DTYPE_NAMES + MMA_POLICIES + PRECISIONS
+#: Storage orders of 2-D tensor parameters: `A.Tensor[A.bf16, "K", "N", A.col_major]`.
+ORDERS = ("row_major", "col_major")
+SYMBOL_NAMES = DTYPE_NAMES + MMA_POLICIES + PRECISIONS + ORDERS
 
 #: Launch options accepted by `@A.kernel(...)`.
 KERNEL_OPTIONS = ("num_warps", "num_stages")

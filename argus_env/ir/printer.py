@@ -66,9 +66,10 @@ def _call_ast(call: ir.Call) -> ast.Call:
         args = [to_ast(x) for x in dims.elts] if dims is not None else []
     else:
         positional = True
-        for name in spec.params:
-            if name not in given:
+        for i, name in enumerate(spec.params):
+            if name not in given or i >= spec.n_positional:
                 positional = False
+            if name not in given:
                 continue
             if call.fn == "range" and name == "step" and given[name] == ir.Const(1):
                 continue
@@ -110,7 +111,9 @@ def _stmt_ast(s: ir.Stmt) -> ast.stmt:
 
 def _param_text(p: ir.Param) -> str:
     if p.kind == "tensor":
-        dims = ", ".join(repr(d) for d in p.dims)
+        dims = ", ".join('"' + d + '"' for d in p.dims)
+        if p.order != "row_major":
+            dims += f", {ALIAS}.{p.order}"
         return f"{p.name}: {ALIAS}.Tensor[{ALIAS}.{p.dtype}, {dims}]"
     if p.kind == "const":
         return f"{p.name}: {ALIAS}.const = {p.default!r}"

@@ -1,0 +1,114 @@
+"""Write generated modules to a cache keyed by program hash and import them.
+
+Triton reads a kernel's source from its file, so generated code lives in real files:
+`$ARGUS_CACHE_DIR/kernels/<program>_<hash>.py` (default `~/.cache/argus`). Whether the
+kernel runs under the Triton interpreter is fixed when its module is imported, so the
+interpreted and compiled variants are imported as separate modules, and one process
+runs kernels in one mode only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from ..dsl.program import Program
+from .module import LOWERING_VERSION, generate
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, bool], Callable] = {}
+_sources: dict[str, str] = {}
+_mode: bool | None = None
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("ARGUS_CACHE_DIR") or os.path.join(Path.home(), ".cache", "argus")
+    return Path(root) / "kernels"
+
+
+def _key(program: Program) -> str:
+    return hashlib.sha256(f"{LOWERING_VERSION}:{program.hash}".encode()).hexdigest()[:16]
+
+
+def source(program: Program) -> str:
+    """The generated Triton source of `program` (memoised by program hash)."""
+    key = _key(program)
+    if key not in _sources:
+        _sources[key] = generate(program)
+    return _sources[key]
+
+
+def module_path(program: Program) -> Path:
+    """The file holding `program`'s generated module, written on first use."""
+    path = cache_dir() / f"{program.name}_{_key(program)}.py"
+    text = source(program)
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _set_mode(interpret: bool) -> None:
+    """Triton reads TRITON_INTERPRET both when a kernel is defined and while it runs, so a
+    process runs kernels one way only: the first load decides."""
+    global _mode
+    if _mode is None:
+        _mode = interpret
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+        if interpret:
+            _patch_interpreter_bf16_dot()
+    elif _mode != interpret:
+        raise RuntimeError("this process already runs Triton kernels "
+                           f"{'under the interpreter' if _mode else 'compiled'}; run the other "
+                           "mode in a separate process")
+
+
+def _patch_interpreter_bf16_dot() -> None:
+    """Triton's interpreter (3.6-3.9) stores bf16 as uint16 and its `dot` multiplies those
+    integers, giving garbage for bf16 operands. Convert them to f32 first, as the tensor
+    cores do (bf16 products are exact in f32)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.create_dot, "_argus_bf16", False):
+        return
+    original = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype.scalar == tl.bfloat16:
+            a = interpreter.TensorHandle(
+                (a.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+        if b.dtype.scalar == tl.bfloat16:
+            b = interpreter.TensorHandle(
+                (b.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+        return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    create_dot._argus_bf16 = True
+    builder.create_dot = create_dot
+
+
+def load(program: Program, interpret: bool) -> Callable:
+    """The launcher of `program`; its kernel runs under the Triton interpreter if asked."""
+    key = (_key(program), interpret)
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        path = module_path(program)
+        modname = f"argus_kernels.{path.stem}_{'interp' if interpret else 'jit'}"
+        _set_mode(interpret)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        spec.loader.exec_module(module)
+        launcher = getattr(module, program.name)
+        _loaded[key] = launcher
+        return launcher
