@@ -1,0 +1,1 @@
+"""Correctness oracle and throughput backends (`gpu`, `table`, `model`)."""

@@ -1,0 +1,127 @@
+"""The task interface and registry: what the core needs to know about a kernel task.
+
+A task (GEMM, attention, MoE) lives in `tasks/<name>/` and registers itself here; the core
+never imports a task by name except through `get_task`, which imports the task package on
+first use. A task supplies its DSL programs, its torch reference, its shape suite, input
+generation, tolerances and the FLOP/byte formula used to turn a time into throughput.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .dsl.program import Program
+
+Sizes = Mapping[str, int]
+
+
+class TaskInterfaceError(ValueError):
+    """A program does not take the tensors its task passes."""
+
+
+@dataclass(frozen=True)
+class ShapeCase:
+    """One problem shape of a task's suite, with the split it belongs to."""
+
+    name: str
+    sizes: dict[str, int]
+    split: str = "train"  # "train" or "test" (held out)
+
+    def label(self) -> str:
+        return self.name or "x".join(str(v) for v in self.sizes.values())
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise closeness: |out - ref| <= atol * rms(ref) + rtol * |ref|."""
+
+    rtol: float
+    atol: float
+
+
+class Task:
+    """Base class of kernel tasks. Subclasses fill in the class attributes and methods."""
+
+    name: str = ""
+    description: str = ""
+    programs: dict[str, Path] = {}
+    shapes: tuple[ShapeCase, ...] = ()
+    cpu_shapes: tuple[dict[str, int], ...] = ()  # small, ragged: correctness on the interpreter
+    tolerance: Tolerance = Tolerance(2e-2, 2e-2)
+    #: tensors every program of the task must take: name -> (dims, dtype)
+    signature: dict[str, tuple[tuple[str, ...], str]] = {}
+
+    def check_program(self, program: Program) -> None:
+        """Raise `TaskInterfaceError` unless `program` has the task's tensor signature."""
+        got = {p.name: (p.dims, p.dtype) for p in program.kernel.tensors}
+        for name, (dims, dtype) in self.signature.items():
+            if name not in got:
+                raise TaskInterfaceError(f"{self.name}: the program must take tensor `{name}` "
+                                         f"with dims {list(dims)} ({dtype})")
+            if got[name] != (dims, dtype):
+                raise TaskInterfaceError(
+                    f"{self.name}: tensor `{name}` must be A.Tensor[A.{dtype}, "
+                    f"{', '.join(repr(d) for d in dims)}], got dims {list(got[name][0])} "
+                    f"({got[name][1]})")
+        extra = sorted(set(got) - set(self.signature))
+        if extra:
+            raise TaskInterfaceError(f"{self.name}: unexpected tensor parameter `{extra[0]}`; "
+                                     f"the task passes {', '.join(self.signature)}")
+
+    def program(self, which: str = "baseline") -> Program:
+        if which not in self.programs:
+            raise KeyError(_unknown(f"{self.name} program", which, self.programs))
+        return Program.from_file(self.programs[which])
+
+    def shape_cases(self, split: str | None = None) -> list[ShapeCase]:
+        return [s for s in self.shapes if split in (None, "all", s.split)]
+
+    def make_inputs(self, program: Program, sizes: Sizes, device, generator) -> dict:
+        """Fresh random inputs for every tensor the program reads (never zeros)."""
+        raise NotImplementedError
+
+    def reference(self, inputs: dict) -> dict:
+        """The outputs in float32, computed by PyTorch."""
+        raise NotImplementedError
+
+    def flops(self, sizes: Sizes) -> float:
+        raise NotImplementedError
+
+    def min_bytes(self, sizes: Sizes) -> float:
+        """The fewest bytes a kernel must move: inputs read once, outputs written once."""
+        raise NotImplementedError
+
+    def anchor(self, inputs: dict) -> Callable[[], object]:
+        """The library call a kernel is compared against (cuBLAS, cuDNN, ...)."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, Task] = {}
+KNOWN_TASKS = {"gemm": "tasks.gemm", "attention": "tasks.attention", "moe": "tasks.moe"}
+
+
+def register_task(task: Task) -> Task:
+    _REGISTRY[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    """The registered task `name`, importing its package on first use."""
+    if name not in _REGISTRY and name in KNOWN_TASKS:
+        try:
+            importlib.import_module(KNOWN_TASKS[name])
+        except ModuleNotFoundError as e:
+            raise KeyError(f"task {name!r} is not available: {e}") from None
+    if name not in _REGISTRY:
+        raise KeyError(_unknown("task", name, list(_REGISTRY) + list(KNOWN_TASKS)))
+    return _REGISTRY[name]
+
+
+def _unknown(what: str, name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {name!r}{hint} (known: {', '.join(sorted(set(known)))})"
