@@ -333,16 +333,42 @@ def comment(text: str) -> ast.stmt:
     return ast.Expr(value=ast.Constant(COMMENT_MARK + text))
 
 
+MAX_LINE = 100
+
+
 def render(nodes: list[ast.stmt]) -> str:
-    """`ast.unparse` with comment markers turned into comments."""
+    """`ast.unparse` with comment markers turned into comments and long calls wrapped."""
     lines = []
     for line in ast.unparse(ast.Module(body=nodes, type_ignores=[])).splitlines():
         stripped = line.lstrip()
         if stripped.startswith(repr(COMMENT_MARK)[:-1]):
             text = ast.literal_eval(stripped)[len(COMMENT_MARK):]
             line = line[:len(line) - len(stripped)] + "# " + text
-        lines.append(line)
+        lines.extend(wrap_call(line))
     return "\n".join(lines)
+
+
+def wrap_call(line: str, width: int = MAX_LINE) -> list[str]:
+    """A too-long `x = f(a, b, k=v)` or `f(...)` line as one argument per line."""
+    if len(line) <= width:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip())]
+    try:
+        stmt = ast.parse(line.strip()).body[0]
+    except SyntaxError:
+        return [line]
+    call = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+    if not isinstance(call, ast.Call):
+        return [line]
+    head = ""
+    if isinstance(stmt, ast.Assign):
+        target = stmt.targets[0]
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        head = ", ".join(ast.unparse(n) for n in names) + " = "
+    out = [f"{indent}{head}{ast.unparse(call.func)}("]
+    out += [f"{indent}    {ast.unparse(a)}," for a in call.args]
+    out += [f"{indent}    {k.arg}={ast.unparse(k.value)}," for k in call.keywords]
+    return out + [f"{indent})"]
 
 
 def _flag(call: ir.Call, name: str) -> bool:

@@ -1,0 +1,164 @@
+"""The `argus` command.
+
+    argus run gemm                    # the task's programs through the whole pipeline
+    argus run gemm --program my.py    # a DSL file of yours, same pipeline
+    argus lower my.py                 # print the generated Triton source
+    argus tasks                       # list tasks, programs and shapes
+
+`run` parses and type-checks each program, lowers it to Triton, and runs it against the
+torch reference: on a GPU at the task's real shapes when one is present, otherwise under
+the Triton interpreter at small ragged shapes (the embedded CPU default). Results go to
+`runs/<task>__run__<time>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=False, highlight=False)
+
+
+def _load_program(task, spec: str):
+    from .dsl.program import Program
+    path = Path(spec)
+    if path.suffix == ".py" or path.exists():
+        if not path.exists():
+            raise FileNotFoundError(f"no such DSL file: {spec}")
+        return spec if not path.stem else path.stem, Program.from_file(path)
+    return spec, task.program(spec)
+
+
+def cmd_run(args) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from . import lower
+    from .measure import oracle
+    from .task import get_task
+
+    console = _console()
+    task = get_task(args.task)
+    gpu = _has_gpu() and not args.cpu
+    specs = args.program or list(task.programs)
+    programs = []
+    for spec in specs:
+        name, prog = _load_program(task, spec)
+        task.check_program(prog)
+        programs.append((name, prog))
+    if gpu:
+        cases = [(c.name, c.sizes) for c in task.shape_cases(args.split)]
+    else:
+        cases = [("x".join(str(v) for v in s.values()), s) for s in task.cpu_shapes]
+    if args.shapes:
+        cases = cases[: args.shapes]
+    mode = "GPU, real shapes" if gpu else "CPU, Triton interpreter, reduced shapes"
+    console.print(f"[bold]argus run[/] {task.name}: {len(programs)} program(s) x "
+                  f"{len(cases)} shape(s) ({mode})")
+    rows = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        job = bar.add_task("checking", total=len(programs) * len(cases))
+        for name, prog in programs:
+            launch = lower.load(prog, interpret=not gpu)
+            for label, sizes in cases:
+                bar.update(job, description=f"{name} @ {label}")
+                t0 = time.perf_counter()
+                verdict = oracle.check(prog, task, sizes, launch, device="cuda" if gpu else "cpu",
+                                       seed=args.seed + len(rows))
+                rows.append({"program": name, "hash": prog.hash, "shape": label,
+                             "sizes": dict(sizes), "seconds": round(time.perf_counter() - t0, 3),
+                             **verdict.to_dict()})
+                bar.advance(job)
+    table = Table(title=f"{task.name}: correctness against the torch reference")
+    for col in ("program", "shape", "ok", "max err / rms(ref)", "time (s)"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["program"], r["shape"], "[green]yes[/]" if r["ok"] else "[red]NO[/]",
+                      f"{r['max_rel_err']:.2e}", f"{r['seconds']:.2f}")
+    console.print(table)
+    for r in rows:
+        if not r["ok"]:
+            console.print(f"[red]{r['program']} @ {r['shape']}[/]: {r['message']}")
+    out = Path(args.out_dir) / f"{task.name}__run__{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"task": task.name, "mode": mode, "rows": rows}, indent=1))
+    console.print(f"results: {out}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def cmd_lower(args) -> int:
+    from . import lower
+    from .dsl.program import Program
+    sys.stdout.write(lower.source(Program.from_file(args.file)))
+    return 0
+
+
+def cmd_tasks(args) -> int:
+    from .task import KNOWN_TASKS, get_task
+    console = _console()
+    for name in KNOWN_TASKS:
+        try:
+            task = get_task(name)
+        except KeyError:
+            continue
+        console.print(f"[bold]{name}[/]: {task.description}")
+        console.print(f"  programs: {', '.join(task.programs)}")
+        for split in ("train", "test"):
+            shapes = ", ".join(c.name for c in task.shape_cases(split))
+            console.print(f"  {split} shapes: {shapes}")
+    return 0
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="argus", description="Argus: GPU kernel optimization "
+                                 "environments with statically checked data-flow invariants")
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a task's programs through the pipeline")
+    run.add_argument("task", help="task name, e.g. gemm")
+    run.add_argument("--program", action="append", help="program name of the task (baseline, "
+                     "expert) or a DSL file; repeatable; default: all of the task's programs")
+    run.add_argument("--cpu", action="store_true", help="use the Triton interpreter even if a "
+                     "GPU is present")
+    run.add_argument("--split", default="train", choices=["train", "test", "all"],
+                     help="shape split on a GPU")
+    run.add_argument("--shapes", type=int, default=0, help="only the first N shapes")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--out-dir", default="runs")
+    run.set_defaults(fn=cmd_run)
+    low = sub.add_parser("lower", help="print the Triton source generated for a DSL file")
+    low.add_argument("file")
+    low.set_defaults(fn=cmd_lower)
+    tasks = sub.add_parser("tasks", help="list tasks")
+    tasks.set_defaults(fn=cmd_tasks)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from .dsl.errors import DSLError
+    from .task import TaskInterfaceError
+    try:
+        return args.fn(args)
+    except (DSLError, TaskInterfaceError, FileNotFoundError, KeyError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"argus: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""Test-wide setup: keep every tool's caches inside a temporary folder, and run Triton
+kernels under the interpreter (CI machines have no GPU)."""
+
+import os
+import tempfile
+
+_TMP = tempfile.mkdtemp(prefix="argus-tests-")
+for var, sub in (("ARGUS_CACHE_DIR", "argus"), ("TRITON_CACHE_DIR", "triton"),
+                 ("XDG_CACHE_HOME", "xdg"), ("HF_HOME", "hf"), ("WANDB_DIR", "wandb")):
+    os.environ.setdefault(var, os.path.join(_TMP, sub))
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
