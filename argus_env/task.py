@@ -54,6 +54,9 @@ class Task:
     tolerance: Tolerance = Tolerance(2e-2, 2e-2)
     #: tensors every program of the task must take: name -> (dims, dtype)
     signature: dict[str, tuple[tuple[str, ...], str]] = {}
+    #: coverage every element of an output must end with, whatever the program says:
+    #: tensor -> {tag name: (lo, hi)}, bounds as DSL expressions over size names
+    store_coverage: dict[str, dict[str, tuple[str, str]]] = {}
 
     def check_program(self, program: Program) -> None:
         """Raise `TaskInterfaceError` unless `program` has the task's tensor signature."""

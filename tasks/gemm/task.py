@@ -44,6 +44,7 @@ class GemmTask(Task):
     )
     tolerance = Tolerance(rtol=2e-2, atol=1e-2)
     signature = {"a": (("M", "K"), "bf16"), "b": (("K", "N"), "bf16"), "c": (("M", "N"), "bf16")}
+    store_coverage = {"c": {"K": ("0", "K")}}
 
     def make_inputs(self, program: Program, sizes: Sizes, device, generator) -> dict:
         import torch
