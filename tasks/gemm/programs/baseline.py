@@ -22,5 +22,5 @@ def gemm(
         a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)
         b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)
         acc = A.dot(a_tile, b_tile, acc)
-    A.assert_tags(acc, M=rows, N=cols, K=A.covers(0, K))
+    A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(0, K))
     A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))

@@ -31,5 +31,5 @@ def gemm(
             ks = k + A.arange(BK)
             acc = A.dot(A.load(a[rows, ks], tma=True), A.load(b[ks, cols], tma=True), acc,
                         mma=A.wgmma)
-        A.assert_tags(acc, M=rows, N=cols, K=A.covers(0, K))
+        A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(0, K))
         A.store(c[rows, cols], A.cast(acc, A.bf16), tma=True)

@@ -1,0 +1,171 @@
+"""`A.dot` in the concrete interpreter (SEMANTICS.md, "Op rules").
+
+Output element `(i, j)` sums the lanes `l` where `a[i, l]` and `b[l, j]` are both tagged.
+Lane-wise questions are answered with small matrix products over the tile instead of loops:
+"does any contributing lane carry tag n" is `(ta & has) @ tb > 0`, and the coverage of a
+contracted name is a one-hot encoding of its values summed over lanes by `tensordot`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..ir import nodes as ir
+from .concrete_ops import merge_tags, varies
+from .concrete_values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .concrete_interp import Interp
+
+F32 = np.float32
+
+
+def policy(it: "Interp", e: ir.Call) -> str:
+    """The accumulator's fragment policy: the `mma` argument, else what Triton picks."""
+    mma = e.arg("mma")
+    if isinstance(mma, ir.Symbol):
+        return mma.name
+    return "wgmma" if it.num_warps % 4 == 0 else "mma_v2"
+
+
+def dot(it: "Interp", e: ir.Call) -> Val:
+    """Check the contraction, then build the result: constant names stay tags, names
+    varying with the lane become coverage, and `acc` is added."""
+    a, b = it.val(e.arg("a")), it.val(e.arg("b"))
+    acc_e = e.arg("acc")
+    acc = None if acc_e is None or (isinstance(acc_e, ir.Const) and acc_e.value is None) \
+        else it.val(acc_e)
+    line, layout = e.loc.line, policy(it, e)
+    shape = (a.shape[0], b.shape[1])
+    # a hand-pipelined prefetch is a loop-carried operand (SEMANTICS.md, "dot")
+    inv = "pipeline" if a.carried or b.carried else "contraction"
+    ta, tb = tagged(a), tagged(b)
+    it.checked("dot", line, inv)
+    if it.wants(inv, line):
+        _check_operands(it, e, inv, a, b, ta, tb, Val(shape, layout=layout))
+    new = _contract(a, b, ta, tb)
+    new.layout = layout
+    if acc is not None:
+        acc = acc.moved(layout=layout)
+        tags = merge_tags(it, "dot", line, [acc, new])
+        cov = {n: cov_sum([v.cov[n] for v in (acc, new) if n in v.cov], shape)
+               for n in {**acc.cov, **new.cov}}
+        sets = {n: cov_union([v.cset[n] for v in (acc, new) if n in v.cset], shape)
+                for n in {**acc.cset, **new.cset}}
+        new = Val(shape, None, tags, cov, sets, layout)
+    _probe(it, line, a, b, acc, new)
+    return new
+
+
+def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, out: Val) -> None:
+    v = it.probe_at("dot", line)
+    if v is None:
+        return
+    i, j = v.element
+    lane = int(v.other.get("lane", 0))
+    it.capture({"lane": lane, "a": summary(a, (i, lane)), "b": summary(b, (lane, j)),
+                "acc": None if acc is None else summary(acc, (i, j)),
+                "result": summary(out, (i, j))})
+
+
+def _check_operands(it: "Interp", e: ir.Call, inv: str, a: Val, b: Val, ta: np.ndarray,
+                    tb: np.ndarray, out: Val) -> None:
+    """Every tag name both operands carry must agree on every contributing lane."""
+    line = e.loc.line
+    common = [n for n in a.tags if n in b.tags]
+    if not common:
+        el = first((ta.astype(F32) @ tb.astype(F32)) > 0)
+        if el is not None:
+            i, j = el
+            lane = int(np.argmax(ta[i] & tb[:, j]))
+            it.violate(inv, "dot", line, "dot: the operands share no tag name, so nothing "
+                       "says that the elements it multiplies belong together", element=el,
+                       tile=out, expected=summary(a, (i, lane))["tags"],
+                       actual=summary(b, (lane, j))["tags"], other={"lane": lane})
+        return
+    for name in common:
+        ta_n, tb_n = a.tags[name], b.tags[name]
+        ha, hb = ta & ta_n.has, tb & tb_n.has
+        bad = ha[:, :, None] & hb[None] & (ta_n.val[:, :, None] != tb_n.val[None])
+        found = first(bad)
+        if found is None:
+            continue
+        i, lane, j = found
+        va, vb = int(ta_n.val[i, lane]), int(tb_n.val[lane, j])
+        what = ("the loop-carried (prefetched) operand is not the slice consumed with it: "
+                if inv == "pipeline" else "")
+        it.violate(inv, "dot", line, f"dot: {what}lane {lane} multiplies a[{i}, {lane}] "
+                   f"with {name}={va} by b[{lane}, {j}] with {name}={vb}", element=(i, j),
+                   tile=out, expected={name: va}, actual={name: vb},
+                   other={"lane": lane, "a_element": [i, lane], "b_element": [lane, j]})
+        return
+
+
+def _contract(a: Val, b: Val, ta: np.ndarray, tb: np.ndarray) -> Val:
+    """The product's tags and coverage (without `acc`)."""
+    shape = (a.shape[0], b.shape[1])
+    fa, fb = ta.astype(F32), tb.astype(F32)
+    tags, cov, sets = {}, {}, {}
+    for name in dict.fromkeys([*a.tags, *b.tags]):
+        at, bt = a.tags.get(name), b.tags.get(name)
+        if (at is not None and varies(at.val, 1)) or (bt is not None and varies(bt.val, 0)):
+            c = _contracted(at, bt, ta, tb, fb)
+            if c is not None:
+                cov[name] = c
+        else:
+            tags[name] = _kept(at, bt, fa, fb, shape)
+    for side, own in (("a", a), ("b", b)):
+        for kind, out in (("cov", cov), ("cset", sets)):
+            for name, c in getattr(own, kind).items():
+                part = _lane_sum(c, side, ta, tb, fa, fb)
+                out[name] = cov_sum([part] + ([out[name]] if name in out else []), shape)
+    sets = {n: cov_union([c], shape) for n, c in sets.items()}
+    return Val(shape, None, tags, cov, sets)
+
+
+def _kept(at: Tag | None, bt: Tag | None, fa, fb, shape) -> Tag:
+    """A name constant along the lanes: its value at any lane, where some lane carries it."""
+    parts = []
+    if at is not None:
+        parts.append(Tag(np.broadcast_to(at.val[:, :1], shape), ((fa * at.has) @ fb) > 0))
+    if bt is not None:
+        parts.append(Tag(np.broadcast_to(bt.val[:1, :], shape), (fa @ (fb * bt.has)) > 0))
+    if len(parts) == 1:
+        return parts[0]
+    pa, pb = parts
+    return Tag(np.where(pa.has, pa.val, pb.val), pa.has | pb.has)
+
+
+def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
+    """Counts of a contracted name's values over the contributing lanes: `a`'s value where
+    `a` carries the name, else `b`'s."""
+    no = np.zeros_like(ta)
+    wa = ta & at.has if at is not None else no                # a gives the value
+    ma = ta & ~at.has if at is not None else ta               # a tagged, without the name
+    wb = tb & bt.has if bt is not None else np.zeros_like(tb)  # b gives it there
+    use_b = bool(ma.any() and wb.any())
+    bounds = []
+    if wa.any():
+        bounds += [int(at.val[wa].min()), int(at.val[wa].max())]
+    if use_b:
+        bounds += [int(bt.val[wb].min()), int(bt.val[wb].max())]
+    if not bounds:
+        return None
+    lo, n = min(bounds), max(bounds) + 1 - min(bounds)
+    counts = np.zeros((ta.shape[0], tb.shape[1], n), dtype=F32)
+    if wa.any():
+        counts += np.tensordot(onehot(at.val, wa, lo, n), fb, axes=([1], [0])).transpose(0, 2, 1)
+    if use_b:
+        counts += np.tensordot(ma.astype(F32), onehot(bt.val, wb, lo, n), axes=([1], [0]))
+    return Cov(lo, np.rint(counts).astype(np.int32))
+
+
+def _lane_sum(c: Cov, side: str, ta, tb, fa, fb) -> Cov:
+    """An operand's own coverage summed over the contributing lanes."""
+    if side == "a":
+        part = np.tensordot(c.counts * ta[..., None], fb, axes=([1], [0])).transpose(0, 2, 1)
+    else:
+        part = np.tensordot(fa, c.counts * tb[..., None], axes=([1], [0]))
+    return Cov(c.lo, np.rint(part).astype(np.int32))

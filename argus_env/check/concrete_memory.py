@@ -1,0 +1,262 @@
+"""Memory ops of the concrete tag interpreter: `load`, `store`, `atomic_add` and the record
+of every write (SEMANTICS.md, "Op rules" and "Whole-program checks").
+
+An access `t[i0, ..., in]` becomes one coordinate array per tensor dim, shaped like the
+access: 1-D index tiles combine as an outer product (orthogonal indexing, one tile axis
+each), higher-rank index tiles broadcast, scalars broadcast, exactly as
+`argus_env.lower.emit` builds Triton pointers. Numpy never indexes out of range: coordinates
+are clipped for reading, and an unmasked out-of-range element is a **bounds** violation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..ir import nodes as ir
+from .concrete_ops import ConcreteError, merge_tags
+from .concrete_values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_text, coverage_mismatch,
+                              expect_range, first, reshape, summary, widen)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .concrete_interp import Interp
+
+
+@dataclass
+class Ref:
+    """The elements of tensor `param` an access names, as coordinate arrays."""
+
+    param: ir.Param
+    shape: tuple[int, ...]
+    coords: list[np.ndarray]          # one int64 array per tensor dim, of the access shape
+    axes: list[int | None]            # the access axis of each dim's 1-D index (orthogonal)
+    index: list[Val]                  # the index values, placed onto the access shape
+    extent: tuple[int, ...]           # the tensor's shape at these sizes
+
+    def in_bounds(self) -> np.ndarray:
+        ok = np.ones(self.shape, dtype=bool)
+        for c, n in zip(self.coords, self.extent):
+            ok &= (c >= 0) & (c < n)
+        return ok
+
+    def flat(self) -> np.ndarray:
+        """Row-major flat offsets, coordinates clipped into the tensor."""
+        clipped = [np.clip(c, 0, max(n - 1, 0)) for c, n in zip(self.coords, self.extent)]
+        return np.ravel_multi_index(clipped, self.extent) if self.extent else np.zeros(self.shape, int)
+
+    def at(self, el: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(int(c[el]) for c in self.coords)
+
+
+def _place(v: Val, axis: int | None, shape: tuple[int, ...]) -> Val:
+    """A 1-D index tile put on its own access axis; anything else broadcast."""
+    if axis is None or not v.shape:
+        return bcast(v, shape)
+    unit = [1] * len(shape)
+    unit[axis] = v.shape[0]
+    return bcast(reshape(v, tuple(unit)), shape)
+
+
+def reference(it: "Interp", e: ir.Subscript) -> Ref:
+    param = it.eval(e.base)
+    idx = [it.val(i) for i in e.index]
+    if max(len(v.shape) for v in idx) <= 1:   # orthogonal: one access axis per 1-D index
+        shape = tuple(d for v in idx for d in v.shape)
+        axes, ax = [], 0
+        for v in idx:
+            axes.append(ax if v.shape else None)
+            ax += bool(v.shape)
+    else:
+        shape, axes = bshape(*(v.shape for v in idx)), [None] * len(idx)
+    placed = [_place(v, a, shape) for v, a in zip(idx, axes)]
+    coords = [np.asarray(it.known(p, f"index of `{param.name}`"), dtype=np.int64) for p in placed]
+    extent = tuple(it.sizes[d] for d in param.dims)
+    return Ref(param, shape, coords, axes, placed, extent)
+
+
+def access_mask(it: "Interp", call: ir.Call, ref: Ref) -> np.ndarray:
+    """The mask as a boolean array of the access shape; per-dim tuples combine as an outer
+    AND, each entry placed like its dim's index."""
+    m = call.arg("mask")
+    out = np.ones(ref.shape, dtype=bool)
+    if m is None or (isinstance(m, ir.Const) and m.value is None):
+        return out
+    parts = m.elts if isinstance(m, ir.TupleExpr) else (m,)
+    axes = ref.axes if isinstance(m, ir.TupleExpr) else [None]
+    for part, axis in zip(parts, axes):
+        if isinstance(part, ir.Const) and part.value is None:
+            continue
+        out = out & it.known(_place(it.val(part), axis, ref.shape), "mask")
+    return out
+
+
+def _flag(call: ir.Call, name: str) -> bool:
+    v = call.arg(name)
+    return isinstance(v, ir.Const) and v.value is True
+
+
+def _bounds(it: "Interp", op: str, line: int, ref: Ref, active: np.ndarray, tile: Val) -> None:
+    it.checked(op, line, "bounds")
+    if not it.wants("bounds", line):
+        return
+    el = first(active & ~ref.in_bounds())
+    if el is None:
+        return
+    coords = ref.at(el)
+    dims = ref.param.dims
+    bad = [d for d, (c, n) in enumerate(zip(coords, ref.extent)) if not 0 <= c < n]
+    it.violate("bounds", op, line, f"{op} reaches {ref.param.name}{list(coords)} outside its "
+               f"shape {list(ref.extent)}, and no mask excludes it", element=el, tile=tile,
+               expected={dims[d]: f"[0, {ref.extent[d]})" for d in bad},
+               actual={dims[d]: coords[d] for d in bad}, tensor=ref.param.name, coords=coords)
+
+
+def load(it: "Interp", e: ir.Call) -> Val:
+    """Each element is tagged with its source coordinates (and its indices' own tags) where
+    the mask holds; masked-off and TMA out-of-bounds elements are untagged fills."""
+    ref, line = reference(it, e.arg("ref")), e.loc.line
+    if _flag(e, "tma"):
+        active = ref.in_bounds()
+    else:
+        active = access_mask(it, e, ref)
+        _bounds(it, "load", line, ref, active, Val(ref.shape))
+    parts = [Val(ref.shape, tags={d: Tag(c, active)}) for d, c in zip(ref.param.dims, ref.coords)]
+    parts += [Val(ref.shape, tags={n: Tag(t.val, t.has & active) for n, t in v.tags.items()})
+              for v in ref.index]
+    out = Val(ref.shape, _loaded_value(it, e, ref, active), merge_tags(it, "load", line, parts))
+    v = it.probe_at("load", line)
+    if v is not None:
+        it.capture({"coords": list(ref.at(v.element)), "mask": bool(active[v.element]),
+                    "in_bounds": bool(ref.in_bounds()[v.element]), "value": summary(out, v.element)})
+    return out
+
+
+def _loaded_value(it: "Interp", e: ir.Call, ref: Ref, active: np.ndarray) -> np.ndarray | None:
+    """Integer data comes from `inputs`; masked-off elements read `other` (0 if none given,
+    where Triton leaves them undefined). Floating-point data has no tracked value."""
+    if ref.param.dtype not in ("i32", "i64", "i1"):
+        return None
+    data = it.tensor_data(ref.param).reshape(-1)
+    fill = e.arg("other")
+    fill = fill.value if isinstance(fill, ir.Const) and fill.value is not None else 0
+    read = data[ref.flat()] if data.size else np.zeros(ref.shape, dtype=data.dtype)
+    return np.where(active & ref.in_bounds(), read, fill)
+
+
+# ---------------------------------------------------------------- writes
+@dataclass
+class TensorWrites:
+    """Every write of one tensor, per element: counts, first writer, atomic coverage."""
+
+    extent: tuple[int, ...]
+    stores: np.ndarray = None
+    atomics: np.ndarray = None
+    writer: np.ndarray = None                     # index into `records`, -1: unwritten
+    records: list[dict] = field(default_factory=list)
+    atomic_cov: dict[str, Cov] = field(default_factory=dict)   # counts shaped (numel, n)
+    atomic_line: int = 0
+
+    def __post_init__(self) -> None:
+        n = int(np.prod(self.extent, dtype=np.int64))
+        self.stores = np.zeros(n, dtype=np.int32)
+        self.atomics = np.zeros(n, dtype=np.int32)
+        self.writer = np.full(n, -1, dtype=np.int64)
+
+    def add_coverage(self, name: str, idx: np.ndarray, c: Cov | None) -> None:
+        if c is None:
+            return
+        old = self.atomic_cov.get(name)
+        lo = c.lo if old is None else min(old.lo, c.lo)
+        hi = c.hi if old is None else max(old.hi, c.hi)
+        total = np.zeros((self.stores.size, hi - lo), dtype=np.int32) if old is None \
+            else widen(old, lo, hi)
+        np.add.at(total, idx, widen(c, lo, hi))
+        self.atomic_cov[name] = Cov(lo, total)
+
+
+def store(it: "Interp", e: ir.Call) -> None:
+    """`store` and `atomic_add`: bounds, ownership (tags equal the destination), the write
+    record (exactly once) and the task's coverage of stored elements."""
+    ref, line, op = reference(it, e.arg("ref")), e.loc.line, e.fn
+    v = bcast(it.val(e.arg("value")), ref.shape)
+    if _flag(e, "tma"):
+        active = ref.in_bounds()   # the TMA unit drops out-of-bounds elements
+    else:
+        active = access_mask(it, e, ref)
+        _bounds(it, op, line, ref, active, v)
+    p = it.probe_at(op, line)
+    if p is not None:
+        it.capture({"coords": list(ref.at(p.element)), "mask": bool(active[p.element]),
+                    "value": summary(v, p.element)})
+    _ownership(it, op, line, ref, v, active)
+    written = active & ref.in_bounds()
+    idx = ref.flat()[written]
+    tw = it.writes[ref.param.name]
+    _record(it, op, line, ref, v, tw, written, idx)
+    for name, (lo, hi) in it.task_cov.get(ref.param.name, {}).items():
+        if op == "atomic_add":
+            tw.add_coverage(name, idx, None if cov_of(v, name) is None else
+                            Cov(cov_of(v, name).lo, cov_of(v, name).counts[written]))
+            tw.atomic_line = line
+            continue
+        it.checked(op, line, "coverage")
+        el = first(coverage_mismatch(v, name, lo, hi, written)) if it.wants("coverage", line) else None
+        if el is not None:
+            got = cov_text(v, name, el)
+            it.violate("coverage", op, line, f"{ref.param.name}{list(ref.at(el))} is stored "
+                       f"with {name} coverage {got}; the task requires {expect_range(lo, hi)}, "
+                       "each index once", element=el, tile=v, expected={name: expect_range(lo, hi)},
+                       actual={name: got}, tensor=ref.param.name, coords=ref.at(el))
+
+
+def _ownership(it: "Interp", op: str, line: int, ref: Ref, v: Val, active: np.ndarray) -> None:
+    it.checked(op, line, "ownership")
+    carried = [(d, dim) for d, dim in enumerate(ref.param.dims) if dim in v.tags]
+    if not carried or not it.wants("ownership", line):
+        return
+    bad = np.zeros(ref.shape, dtype=bool)
+    for d, dim in carried:
+        t = v.tags[dim]
+        bad |= active & t.has & (t.val != ref.coords[d])
+    el = first(bad)
+    if el is None:
+        return
+    coords = ref.at(el)
+    actual = {dim: int(v.tags[dim].val[el]) for _, dim in carried if v.tags[dim].has[el]}
+    it.violate("ownership", op, line, f"{op} writes an element tagged "
+               f"{', '.join(f'{k}={x}' for k, x in actual.items())} to {ref.param.name}"
+               f"{list(coords)}", element=el, tile=v,
+               expected={dim: coords[d] for d, dim in carried}, actual=actual,
+               tensor=ref.param.name, coords=coords)
+
+
+def _record(it: "Interp", op: str, line: int, ref: Ref, v: Val, tw: TensorWrites,
+            written: np.ndarray, idx: np.ndarray) -> None:
+    """Count the writes; a second plain store of an element (another instance, another
+    iteration, or twice in one access), or a store meeting an atomic_add, is **exactly_once**."""
+    it.checked(op, line, "exactly_once")
+    me = len(tw.records)
+    tw.records.append({"program_id": list(it.pid), "names": it.names(), "line": line, "op": op})
+    if op == "store":
+        bad = (tw.stores[idx] > 0) | (tw.atomics[idx] > 0)
+        dup = np.ones(idx.shape, dtype=bool)
+        dup[np.unique(idx, return_index=True)[1]] = False
+        bad |= dup
+    else:
+        bad = tw.stores[idx] > 0
+    if bad.any() and it.wants("exactly_once", line):
+        k = int(np.argmax(bad))
+        el = tuple(int(i) for i in np.unravel_index(np.flatnonzero(written)[k], ref.shape))
+        prev = tw.records[tw.writer[idx[k]]] if tw.writer[idx[k]] >= 0 else tw.records[me]
+        writes = int(tw.stores[idx[k]] + tw.atomics[idx[k]] + np.sum(idx[:k + 1] == idx[k]))
+        msg = (f"{ref.param.name}{list(ref.at(el))} is written again here after a "
+               f"{prev['op']} by program {tuple(prev['program_id'])} at line {prev['line']}; "
+               "only atomic_add may write an element twice")
+        it.violate("exactly_once", op, line, msg, element=el, tile=v,
+                   expected={"writes": 1}, actual={"writes": writes}, tensor=ref.param.name,
+                   coords=ref.at(el), other=dict(prev))
+    np.add.at(tw.stores if op == "store" else tw.atomics, idx, 1)
+    w = tw.writer[idx]
+    tw.writer[idx] = np.where(w < 0, me, w)

@@ -1,0 +1,221 @@
+"""Runtime loops in the symbolic checker.
+
+A loop `for v in A.range(start, stop, step)` gets an iteration counter `t` (a z3
+variable, `t >= 0` and `start + t*step < stop`), and its body is interpreted once for a
+symbolic `t`: one pass proves the body for every iteration at once.
+
+Values carried around the loop need their value at iteration `t`. A first, quiet pass
+runs the body with a placeholder for each carried name and classifies what comes out:
+
+- accumulator: the body feeds the old value into the new one (`acc = A.dot(x, y, acc)`,
+  `acc = acc * alpha + p`): its coverage at `t` is the union of the body's contributions
+  at iterations `t' < t`; its tags must not change between iterations;
+- induction variable: `v = v + c` with `c` independent of `v`: `v0 + t*c`;
+- carried value: the new value does not read the old one (a prefetched tile): at `t` it
+  is the body's value from `t - 1`, or the initial value at `t = 0`;
+- anything else is forgotten (an unknown value without tags).
+
+The second pass interprets the body for real with those entry values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import z3
+
+from ..ir import nodes as ir
+from ..dsl.semantic import _assigned
+from .values import SV, Cov, axis_ranges, depends_on, subst
+
+MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
+
+
+def run_loop(ck, s: ir.For) -> None:
+    from .symbolic import Frame, merge
+    start, stop, step = _bounds(ck, s.iter)
+    t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
+
+    def valid(tt):
+        return z3.And(tt >= 0, start + tt * step < stop)
+
+    frame = Frame("loop", [valid(t)] + _grid_stride(ck, start, stop, step, t), t, s.var,
+                  start, stop, step)
+    body_names = _assigned(s.body)
+    carried = [n for n in sorted(body_names) if n in ck.env]
+    init = {n: ck.env[n] for n in carried}
+    before = dict(ck.env)
+
+    out1 = _pass(ck, s, frame, {n: _placeholder(ck, n, init[n]) for n in carried}, quiet=True)
+    kinds = {n: _classify(out1[n], init[n]) for n in carried}
+    entry = {}
+    for n in carried:
+        kind, extra = kinds[n]
+        entry[n] = _entry(ck, kind, extra, init[n], out1[n], t, valid, merge)
+    _pass(ck, s, frame, entry, quiet=False)
+    if not ck.quiet:
+        for n in carried:
+            if kinds[n][0] == "acc":
+                _tags_invariant(ck, n, out1[n], t, valid)
+
+    # after the loop: the number of iterations run, and the exit values
+    count = ck.vars.fresh(f"n_{s.var}", "iter", 0, None)
+    exit_cons = z3.Or(z3.And(count == 0, z3.Not(valid(0))),
+                      z3.And(count >= 1, valid(count - 1), z3.Not(valid(count))))
+    (ck.frames[-1].cons if ck.frames else ck.base).append(exit_cons)
+    ck.env = {k: v for k, v in before.items()}
+    for n in carried:
+        kind, extra = kinds[n]
+        ck.env[n] = _exit(ck, kind, extra, init[n], out1[n], t, count, valid, merge)
+
+
+def _grid_stride(ck, start, stop, step, t) -> list:
+    """For `A.range(A.program_id(a), stop, A.num_programs(a))` (a persistent grid), the
+    pair (program id, iteration) is one linear index v = pid + t*step in [0, stop).
+    Stating it (redundantly) lets the solver reason about v alone."""
+    from .sym import const_value
+    s = const_value(step)
+    for axis, pid in enumerate(ck.pids):
+        if z3.simplify(start).eq(pid) and s == ck.grid[axis] and s:
+            v = ck.vars.fresh("linear", "point", 0, None)
+            return [v == pid + t * s, v >= 0, v < stop, pid == v % s, t == v / s]
+    return []
+
+
+def _max_trips(ck, start, stop, step) -> int | None:
+    """An upper bound on the iteration count from interval bounds, to keep the division
+    expansion of `sym` applicable to expressions of the iteration counter."""
+    from .sym import interval
+    a, b, c = interval(start, ck.vars), interval(stop, ck.vars), interval(step, ck.vars)
+    if a is None or b is None or c is None or c[0] <= 0:
+        return None
+    return max(0, -(-(b[1] - a[0]) // c[0])) + 1
+
+
+def _bounds(ck, it: ir.Call):
+    if it.fn == "static_range":
+        return z3.IntVal(0), ck.int_of(it.arg("n")), z3.IntVal(1)
+    return ck.int_of(it.arg("start")), ck.int_of(it.arg("stop")), ck.int_of(it.arg("step"))
+
+
+def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:
+    saved = dict(ck.env)
+    ck.quiet += quiet
+    ck.env.update(entry)
+    ck.env[s.var] = SV((), frame.start + frame.var * frame.step)
+    ck.frames.append(replace(frame, cons=list(frame.cons)))  # a pass's own constraints
+    try:
+        ck.block(s.body)
+    finally:
+        ck.frames.pop()
+        ck.quiet -= quiet
+    out = {n: ck.env[n] for n in entry}
+    ck.env = saved
+    ck.stmt = s
+    return out
+
+
+def _placeholder(ck, name: str, init: SV) -> SV:
+    val = None
+    if init.val is not None:
+        val = z3.Bool(f"entry_{name}!{id(init)}") if z3.is_bool(init.val) else \
+            ck.vars.fresh(f"entry_{name}", "point", None, None)
+    return SV(init.shape, val, {MARK: (z3.BoolVal(True), z3.IntVal(0))}, {}, False, init.frag)
+
+
+def _classify(out: SV, init: SV):
+    if MARK in out.tags:
+        return "acc", None
+    if out.val is not None and init.val is not None and _mentions_entry(out.val):
+        if z3.is_int(out.val):
+            diff = z3.simplify(out.val - _entry_var(out.val))
+            if not _mentions_entry(diff):
+                return "ind", diff
+        return "havoc", None
+    return "carry", None
+
+
+def _mentions_entry(e) -> bool:
+    return _entry_var(e) is not None
+
+
+def _entry_var(e):
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if z3.is_const(x) and x.decl().name().startswith("entry_"):
+            return x
+        todo.extend(x.children())
+    return None
+
+
+def _strip(v: SV) -> SV:
+    return replace(v, tags={n: g for n, g in v.tags.items() if n != MARK})
+
+
+def _acc_cov(ck, out: SV, t, upto, valid) -> dict:
+    """The body's contributions over iterations t' < upto, as coverage terms."""
+    cov = {}
+    for name, terms in out.cov.items():
+        for term in terms:
+            tp = ck.vars.fresh("tp", "iter", 0, None)
+            cov.setdefault(name, []).append(Cov(
+                term.bound + (tp,), z3.And(subst(term.dom, [(t, tp)]), valid(tp), tp < upto),
+                subst(term.idx, [(t, tp)]), term.kind))
+    return cov
+
+
+def _entry(ck, kind, extra, init: SV, out: SV, t, valid, merge) -> SV:
+    if kind == "ind" and not depends_on(extra, t):
+        return SV(init.shape, init.val + t * extra, init.tags, init.cov)
+    if kind == "carry":
+        shifted = out.map(lambda e: subst(e, [(t, t - 1)]))
+        return replace(merge(t == 0, init, shifted), carried=True)
+    if kind == "acc":
+        shifted = _strip(out).map(lambda e: subst(e, [(t, t - 1)]))
+        v = merge(t == 0, init, replace(shifted, cov={}))
+        v.cov = {n: list(ts) for n, ts in init.cov.items()}
+        for n, terms in _acc_cov(ck, out, t, t, valid).items():
+            v.cov.setdefault(n, []).extend(terms)
+        return replace(v, carried=False, frag=out.frag or init.frag)
+    return _havoc(ck, init)
+
+
+def _exit(ck, kind, extra, init: SV, out: SV, t, count, valid, merge) -> SV:
+    if kind == "ind" and not depends_on(extra, t):
+        return SV(init.shape, init.val + count * extra, init.tags, init.cov)
+    if kind == "carry":
+        last = out.map(lambda e: subst(e, [(t, count - 1)]))
+        return merge(count == 0, init, last)
+    if kind == "acc":
+        last = _strip(out).map(lambda e: subst(e, [(t, count - 1)]))
+        v = merge(count == 0, init, replace(last, cov={}))
+        v.cov = {n: list(ts) for n, ts in init.cov.items()}
+        for n, terms in _acc_cov(ck, out, t, count, valid).items():
+            v.cov.setdefault(n, []).extend(terms)
+        return replace(v, frag=out.frag or init.frag)
+    return _havoc(ck, init)
+
+
+def _havoc(ck, init: SV) -> SV:
+    val = None
+    if init.val is not None and z3.is_int(init.val):
+        val = ck.vars.fresh("unknown", "point", None, None)
+    return SV(init.shape, val)
+
+
+def _tags_invariant(ck, name: str, out: SV, t, valid) -> None:
+    """An accumulator's tags (its row and column, say) are the same in every iteration."""
+    t1 = ck.vars.fresh("t1", "iter", 0, None)
+    t2 = ck.vars.fresh("t2", "iter", 0, None)
+    for tag, (g, v) in _strip(out).tags.items():
+        g1, v1 = subst(g, [(t, t1)]), subst(v, [(t, t1)])
+        g2, v2 = subst(g, [(t, t2)]), subst(v, [(t, t2)])
+        model = ck.find(z3.And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
+        if model is not None:
+            ck.violate("tag_conflict", "accumulate", f"accumulator `{name}` receives tag "
+                       f"{tag} of different positions in different iterations", model,
+                       out.shape, expected={tag: v1}, actual={tag: v2}, frag=out.frag)
+
+
+__all__ = ["run_loop", "axis_ranges"]

@@ -1,0 +1,224 @@
+"""Rules that touch tensors or contract tiles: load, store/atomic_add, dot, assert_tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from ..ir import nodes as ir
+from ..ir.printer import print_expr
+from .rules import FALSE, add_cov, union_tags
+from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
+
+
+@dataclass
+class Access:
+    """`t[i0, ..., in]` with its mask: what one element of the access touches."""
+
+    tensor: ir.Param
+    coords: list[z3.ArithRef]
+    shape: tuple[int, ...]
+    live: z3.BoolRef            # the element is accessed (mask holds; in bounds for TMA)
+    inbounds: z3.BoolRef
+    index_tags: list[SV]
+
+
+def access(ck, call: ir.Call) -> Access:
+    ref = call.arg("ref")
+    tensor = ck.kernel.param(ref.base.id)
+    idx = [ck.expr(i) for i in ref.index]
+    ortho = max(len(v.shape) for v in idx) <= 1
+    coords, placed = [], []
+    if ortho:
+        shape = tuple(n for v in idx for n in v.shape)
+        axis = 0
+        for v in idx:
+            if v.shape:
+                v = move_axes(v, {0: axis}, shape)
+                axis += 1
+            placed.append(v)
+    else:
+        shape = ()
+        for v in idx:
+            shape = tuple(max(a, b) for a, b in zip((1,) * (max(len(shape), len(v.shape)) - len(shape)) + shape,
+                                                  (1,) * (max(len(shape), len(v.shape)) - len(v.shape)) + v.shape))
+        placed = [align(v, shape) for v in idx]
+    coords = [v.val for v in placed]
+    if any(c is None or not z3.is_int(c) for c in coords):
+        raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
+    sizes = [z3.IntVal(ck.sizes[d]) for d in tensor.dims]
+    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords, sizes)])
+    tma = _flag(call, "tma")
+    live = inb if tma else _mask(ck, call.arg("mask"), idx, placed, shape, ortho)
+    return Access(tensor, coords, shape, live, inb, [v for v in placed if v.tags])
+
+
+def _mask(ck, m: ir.Expr | None, idx, placed, shape, ortho) -> z3.BoolRef:
+    if m is None or (isinstance(m, ir.Const) and m.value is None):
+        return z3.BoolVal(True)
+    if isinstance(m, ir.TupleExpr):
+        parts, axis = [], 0
+        for part, v in zip(m.elts, idx):
+            if not (isinstance(part, ir.Const) and part.value is None):
+                mv = ck.expr(part)
+                if ortho and v.shape and mv.shape:
+                    mv = move_axes(mv, {0: axis}, shape)
+                parts.append(align(mv, shape).val)
+            axis += bool(v.shape) and ortho
+        return z3.And(*parts) if parts else z3.BoolVal(True)
+    v = align(ck.expr(m), shape).val
+    return v if v is not None else z3.BoolVal(True)
+
+
+def _flag(call: ir.Call, name: str) -> bool:
+    v = call.arg(name)
+    return isinstance(v, ir.Const) and v.value is True
+
+
+def _bounds(ck, a: Access, op: str) -> None:
+    m = ck.find(z3.And(a.live, z3.Not(a.inbounds)), a.shape)
+    if m is None:
+        ck.proven(f"{op} {a.tensor.name}: in bounds")
+        return
+    dims = a.tensor.dims
+    ck.violate("bounds", op, f"`{a.tensor.name}` is accessed outside its bounds and the "
+               "access is not masked", m, a.shape,
+               expected={d: f"0..{ck.sizes[d] - 1}" for d in dims},
+               actual={d: c for d, c in zip(dims, a.coords)},
+               tensor=a.tensor.name, coords=tuple(_ev(m, c) for c in a.coords))
+
+
+def load(ck, call: ir.Call) -> SV:
+    a = access(ck, call)
+    if not _flag(call, "tma"):
+        _bounds(ck, a, "load")
+    tags = {d: (a.live, c) for d, c in zip(a.tensor.dims, a.coords)}
+    for v in a.index_tags:
+        for n, (g, val) in v.tags.items():
+            tags.setdefault(n, (z3.And(a.live, g), val))
+    val = None
+    if a.tensor.dtype.startswith("i"):
+        data = ck.uf(a.tensor.name, len(a.coords))(*a.coords)
+        other = call.arg("other")
+        fill = other.value if isinstance(other, ir.Const) and isinstance(other.value, int) else 0
+        val = z3.If(a.live, data, fill)
+    return SV(a.shape, val, tags)
+
+
+def write(ck, call: ir.Call) -> None:
+    from .symbolic import Write
+    a = access(ck, call)
+    tma = _flag(call, "tma")
+    if not tma:
+        _bounds(ck, a, call.fn)
+    value = align(ck.expr(call.arg("value")), a.shape)
+    for d, c in zip(a.tensor.dims, a.coords):
+        if d not in value.tags:
+            continue
+        g, v = value.tags[d]
+        m = ck.find(z3.And(a.live, a.inbounds, g, v != c), a.shape)
+        if m is None:
+            ck.proven(f"{call.fn} {a.tensor.name}: tag {d} owns its destination")
+            continue
+        ck.violate("ownership", call.fn, f"the element stored to `{a.tensor.name}` carries "
+                   f"tag {d} of another position", m, a.shape, expected={d: c}, actual={d: v},
+                   frag=value.frag, tensor=a.tensor.name,
+                   coords=tuple(_ev(m, x) for x in a.coords))
+    if not ck.quiet:
+        ck.writes.append(Write(a.tensor.name, a.coords, z3.And(a.live, a.inbounds), value,
+                               call.fn == "atomic_add", tma, a.shape, ck.path(),
+                               list(ck.frames), ck.stmt, {}))
+
+
+def dot(ck, call: ir.Call) -> SV:
+    a, b = ck.expr(call.arg("a")), ck.expr(call.arg("b"))
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    lane = ck.vars.fresh("l", "lane", 0, k)
+    anyl = ck.vars.fresh("anyl", "lane", 0, k)
+    a2 = a.map(lambda e: subst(e, [(AXES[1], lane)]))
+    b2 = b.map(lambda e: subst(e, [(AXES[0], lane)]))
+    lr = [lane >= 0, lane < k]
+    live = z3.And(a2.live(), b2.live())
+    shape = (m, n)
+    shared = sorted(set(a2.tags) & set(b2.tags))
+    kind = "pipeline" if a.carried or b.carried else "contraction"
+    what = print_expr(call)
+    if a2.tags and b2.tags and not shared:
+        model = ck.find(live, shape, lr)
+        if model is not None:
+            ck.violate("contraction", "dot", f"`{what}` contracts operands with no common "
+                       f"index: lhs has {sorted(a2.tags)}, rhs has {sorted(b2.tags)}",
+                       model, shape)
+    contracted = []
+    for name in shared:
+        (ga, va), (gb, vb) = a2.tags[name], b2.tags[name]
+        model = ck.find(z3.And(live, ga, gb, va != vb), shape, lr)
+        if model is not None:
+            msg = (f"`{what}` multiplies lhs element with {name}={_ev(model, va)} by rhs "
+                   f"element with {name}={_ev(model, vb)} at lane {_ev(model, lane)}")
+            if kind == "pipeline":
+                msg += " (a loop-carried operand holds a different slice than the one "
+                msg += "consumed with it)"
+            ck.violate(kind, "dot", msg, model, shape, expected={name: va}, actual={name: vb},
+                       frag="mma")
+        else:
+            ck.proven(f"dot: {name} contracted consistently")
+        if depends_on(va, lane) or depends_on(vb, lane):
+            contracted.append(name)
+    some = [(lane, anyl)]
+    tags = {}
+    for side, other in ((a2, b2), (b2, a2)):
+        for name, (g, v) in side.tags.items():
+            if name in contracted or name in tags:
+                continue
+            tags[name] = (subst(z3.And(g, other.live()), some), subst(v, some))
+    cov = {name: [Cov((lane,), z3.And(live, lane >= 0, lane < k), a2.tags[name][1], "sum")]
+           for name in contracted}
+    acc = call.arg("acc")
+    frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
+    out = SV(shape, None, tags, cov, False, frag)
+    if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
+        c = align(ck.expr(acc), shape)
+        out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags
+        out.cov = add_cov(c.cov, out.cov)
+    return out
+
+
+def assert_tags(ck, call: ir.Call) -> None:
+    from .whole import exactly_once
+    x = ck.expr(call.arg("x"))
+    what = print_expr(call.arg("x"))
+    anydata = z3.Or(x.live(), *[t.dom for ts in x.cov.values() for t in ts]) \
+        if x.cov else x.live()
+    for name, rel in call.tags:
+        if isinstance(rel, ir.Call) and rel.fn == "covers":
+            lo, hi = (align(ck.expr(rel.arg(p)), x.shape).val for p in ("lo", "hi"))
+            if name not in x.cov:
+                ck.violate("coverage", "assert_tags", f"`{what}` is not a reduction over "
+                           f"{name}", ck.find(anydata, x.shape), x.shape)
+                continue
+            exactly_once(ck, x.cov[name], lo, hi, ck.path() + [anydata], x.shape, name,
+                         "assert_tags", x.frag)
+            continue
+        target = align(ck.expr(rel), x.shape).val
+        if name not in x.tags:
+            ck.violate("assertion", "assert_tags", f"`{what}` carries no tag {name}",
+                       ck.find(anydata, x.shape), x.shape)
+            continue
+        g, v = x.tags[name]
+        model = ck.find(z3.And(g, v != target), x.shape)
+        if model is None:
+            ck.proven(f"assert_tags: {name}")
+            continue
+        ck.violate("assertion", "assert_tags", f"`{what}` has tag {name} different from "
+                   f"{print_expr(rel)}", model, x.shape, expected={name: target},
+                   actual={name: v}, frag=x.frag)
+
+
+def _ev(model, e):
+    from .symbolic import _ev as ev
+    return ev(model, e)
+
+
+__all__ = ["access", "load", "write", "dot", "assert_tags", "FALSE"]

@@ -1,0 +1,290 @@
+"""Op rules of the symbolic checker, one function per op, keyed by name (SEMANTICS.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import z3
+
+from ..dsl.dtypes import DTYPES
+from ..ir import nodes as ir
+from ..ir.printer import print_expr
+from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
+
+FALSE = z3.BoolVal(False)
+
+
+def _bcast(*shapes):
+    out: tuple[int, ...] = ()
+    for s in shapes:
+        n = max(len(out), len(s))
+        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(s)) + s
+        out = tuple(max(x, y) for x, y in zip(a, b))
+    return out
+
+
+# ---------------------------------------------------------------- tags and coverage
+def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
+    """Tags of an elementwise combination; same-named tags must agree (tag_conflict)."""
+    out: dict = {}
+    for x in xs:
+        for name, (g, v) in x.tags.items():
+            if name not in out:
+                out[name] = (g, v)
+                continue
+            g0, v0 = out[name]
+            if not (g0.eq(g) and v0.eq(v)):
+                m = ck.find(z3.And(g0, g, v0 != v), shape)
+                if m is not None:
+                    ck.violate("tag_conflict", what, f"`{what}` meets two values of tag {name}",
+                               m, shape, expected={name: v0}, actual={name: v})
+                else:
+                    ck.proven(f"{what}: tag {name} agrees")
+            out[name] = (z3.Or(g0, g), z3.If(g0, v0, v))
+    return out
+
+
+def add_cov(*covs) -> dict:
+    out: dict = {}
+    for c in covs:
+        for name, terms in c.items():
+            out.setdefault(name, []).extend(terms)
+    return out
+
+
+# ---------------------------------------------------------------- leaves and operators
+def expr_rule(ck, e: ir.Expr) -> SV:
+    if isinstance(e, ir.Const):
+        v = e.value
+        if isinstance(v, bool):
+            return SV((), z3.BoolVal(v))
+        if isinstance(v, int):
+            return SV((), z3.IntVal(v))
+        return SV((), None, origin="None" if v is None else repr(v))
+    if isinstance(e, ir.Name):
+        if e.id not in ck.env:
+            raise NotImplementedError(f"check: `{e.id}` has no symbolic value")
+        return ck.env[e.id]
+    if isinstance(e, (ir.Symbol, ir.TupleExpr, ir.Slice)):
+        return SV((), None, origin=print_expr(e))
+    if isinstance(e, ir.BinOp):
+        return binop(ck, e)
+    if isinstance(e, ir.UnaryOp):
+        x = ck.expr(e.operand)
+        val = None
+        if x.val is not None:
+            if e.op == "-" and z3.is_int(x.val):
+                val = -x.val
+            elif e.op in ("not", "~") and z3.is_bool(x.val):
+                val = z3.Not(x.val)
+        return replace(x, val=val)
+    if isinstance(e, ir.Subscript):
+        return expand(ck, e)
+    if isinstance(e, ir.Call):
+        rule = CALLS.get(e.fn)
+        if rule is None:
+            raise NotImplementedError(f"check: op A.{e.fn} has no symbolic rule")
+        return rule(ck, e)
+    raise NotImplementedError(f"check: no rule for {type(e).__name__}")
+
+
+def _arith(ck, op: str, a, b):
+    if a is None or b is None:
+        return None
+    if z3.is_bool(a) and z3.is_bool(b):
+        return {"&": z3.And, "|": z3.Or, "^": z3.Xor, "==": lambda x, y: x == y,
+                "!=": lambda x, y: x != y}.get(op, lambda x, y: None)(a, b)
+    if z3.is_bool(a) or z3.is_bool(b):
+        a = z3.If(a, 1, 0) if z3.is_bool(a) else a
+        b = z3.If(b, 1, 0) if z3.is_bool(b) else b
+    fns = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+           "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: a < b,
+           "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
+           "==": lambda: a == b, "!=": lambda: a != b}
+    return fns[op]() if op in fns else None
+
+
+def binop(ck, e: ir.BinOp) -> SV:
+    x, y = ck.expr(e.lhs), ck.expr(e.rhs)
+    shape = _bcast(x.shape, y.shape)
+    x, y = align(x, shape), align(y, shape)
+    what = print_expr(e)
+    tags = union_tags(ck, [x, y], shape, what) if x.tags and y.tags else {**x.tags, **y.tags}
+    if e.op in ("+", "-"):
+        cov = add_cov(x.cov, y.cov)
+    else:
+        cov = add_cov(y.cov, {n: t for n, t in x.cov.items() if n not in y.cov})
+    return SV(shape, _arith(ck, e.op, x.val, y.val), tags, cov, x.carried or y.carried,
+              x.frag or y.frag)
+
+
+def expand(ck, e: ir.Subscript) -> SV:
+    """`x[:, None]`: keep axes with `:`, insert unit axes with None."""
+    x = ck.expr(e.base)
+    mapping, shape, axis = {}, [], 0
+    for i, idx in enumerate(e.index):
+        if isinstance(idx, ir.Slice):
+            mapping[axis] = i
+            shape.append(x.shape[axis])
+            axis += 1
+        else:
+            shape.append(1)
+    return move_axes(x, mapping, tuple(shape))
+
+
+# ---------------------------------------------------------------- op calls
+def _program_id(ck, e):
+    return SV((), ck.pids[ck.expr(e.arg("axis")).val.as_long()])
+
+
+def _num_programs(ck, e):
+    return SV((), z3.IntVal(ck.grid[ck.expr(e.arg("axis")).val.as_long()]))
+
+
+def _num_sms(ck, e):
+    return SV((), z3.IntVal(ck.num_sms))
+
+
+def _cdiv(ck, e):
+    a, b = ck.int_of(e.arg("a")), ck.int_of(e.arg("b"))
+    return SV((), ck.div(a + b - 1, b))
+
+
+def _minmax(ck, e):
+    x, y = ck.expr(e.arg("a")), ck.expr(e.arg("b"))
+    shape = _bcast(x.shape, y.shape)
+    x, y = align(x, shape), align(y, shape)
+    val = None
+    if x.val is not None and y.val is not None:
+        val = z3.If(x.val <= y.val, x.val, y.val) if e.fn == "minimum" else \
+            z3.If(x.val >= y.val, x.val, y.val)
+    return SV(shape, val, union_tags(ck, [x, y], shape, e.fn), add_cov(x.cov, y.cov),
+              x.carried or y.carried)
+
+
+def _arange(ck, e):
+    n = ck.expr(e.arg("n")).val.as_long()
+    return SV((n,), AXES[0])
+
+
+def _shape(ck, e) -> tuple[int, ...]:
+    t = e.arg("shape")
+    elts = t.elts if isinstance(t, ir.TupleExpr) else (t,)
+    return tuple(ck.expr(x).val.as_long() for x in elts)
+
+
+def _fill(ck, e):
+    dtype = DTYPES[e.arg("dtype").name]
+    value = 0 if e.fn == "zeros" else ck.expr(e.arg("value")).val
+    val = None
+    if dtype.is_int:
+        val = z3.IntVal(value) if isinstance(value, int) else value
+    return SV(_shape(ck, e), val)
+
+
+def _same(ck, e):
+    x = ck.expr(e.arg("x"))
+    return replace(x, val=None)
+
+
+def _abs(ck, e):
+    x = ck.expr(e.arg("x"))
+    val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and z3.is_int(x.val) else None
+    return replace(x, val=val)
+
+
+def _cast(ck, e):
+    x = ck.expr(e.arg("x"))
+    dtype = DTYPES[e.arg("dtype").name]
+    val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
+    return replace(x, val=val)
+
+
+def _trans(ck, e):
+    x = ck.expr(e.arg("x"))
+    return move_axes(x, {0: 1, 1: 0}, x.shape[::-1])
+
+
+def _where(ck, e):
+    c, x, y = ck.expr(e.arg("cond")), ck.expr(e.arg("x")), ck.expr(e.arg("y"))
+    shape = _bcast(c.shape, x.shape, y.shape)
+    c, x, y = align(c, shape), align(x, shape), align(y, shape)
+    cond = c.val if c.val is not None and z3.is_bool(c.val) else \
+        ck.vars_bool(f"cond_{e.loc.line}")
+    tags = {}
+    for n in set(x.tags) | set(y.tags):
+        gx, vx = x.tags.get(n, (FALSE, z3.IntVal(0)))
+        gy, vy = y.tags.get(n, (FALSE, z3.IntVal(0)))
+        tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), z3.If(cond, vx, vy))
+    cov = add_cov({n: [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in ts]
+                   for n, ts in x.cov.items()},
+                  {n: [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in ts]
+                   for n, ts in y.cov.items()})
+    val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
+        x.val.sort() == y.val.sort() else None
+    return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag)
+
+
+def _tag(ck, e):
+    x = ck.expr(e.arg("x"))
+    tags = dict(x.tags)
+    for name, te in e.tags:
+        v = align(ck.expr(te), x.shape).val
+        if v is None or not z3.is_int(v):
+            raise NotImplementedError(f"check: tag {name} must be an integer")
+        tags[name] = (z3.BoolVal(True), v)
+    return replace(x, tags=tags)
+
+
+def _reduce(ck, e):
+    x = ck.expr(e.arg("x"))
+    axis = ck.expr(e.arg("axis")).val.as_long()
+    lane = ck.vars.fresh("lane", "lane", 0, x.shape[axis])
+    anyl = ck.vars.fresh("anylane", "lane", 0, x.shape[axis])
+    pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]
+    x2 = x.map(lambda v: subst(v, pairs))
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    live = z3.And(x2.live(), lane >= 0, lane < x.shape[axis])
+    kind = "sum" if e.fn == "sum" else "max"
+    tags, cov = {}, {n: list(ts) for n, ts in x2.cov.items()}
+    for n, (g, v) in x2.tags.items():
+        if depends_on(v, lane):
+            cov.setdefault(n, []).append(Cov((lane,), z3.And(live, g), v, kind))
+        else:
+            tags[n] = (subst(g, [(lane, anyl)]), subst(v, [(lane, anyl)]))
+    return SV(shape, None, tags, cov, x.carried, None)
+
+
+def _dot(ck, e):
+    from .memory import dot
+    return dot(ck, e)
+
+
+def _load(ck, e):
+    from .memory import load
+    return load(ck, e)
+
+
+def _covers(ck, e):
+    raise NotImplementedError("A.covers belongs inside A.assert_tags")
+
+
+CALLS = {
+    "program_id": _program_id, "num_programs": _num_programs, "num_sms": _num_sms,
+    "cdiv": _cdiv, "minimum": _minmax, "maximum": _minmax, "arange": _arange,
+    "zeros": _fill, "full": _fill, "load": _load, "dot": _dot, "trans": _trans,
+    "exp": _same, "exp2": _same, "log": _same, "log2": _same, "sqrt": _same,
+    "sigmoid": _same, "abs": _abs, "max": _reduce, "min": _reduce, "sum": _reduce,
+    "where": _where, "cast": _cast, "tag": _tag, "covers": _covers,
+}
+
+
+def effect(ck, call: ir.Call) -> None:
+    """An op called as a statement: store, atomic_add, assert_tags."""
+    from .memory import assert_tags, write
+    if call.fn in ("store", "atomic_add"):
+        write(ck, call)
+    elif call.fn == "assert_tags":
+        assert_tags(ck, call)
+    else:
+        raise NotImplementedError(f"check: A.{call.fn} as a statement has no rule")

@@ -1,0 +1,349 @@
+"""The symbolic checker: abstract interpretation of a DSL program into z3 formulas.
+
+`check(program, sizes, task)` runs the program once symbolically: program ids and loop
+iterations are z3 variables constrained by the grid and the loop bounds, tile elements
+are the axis variables of `values.AXES`, problem sizes are the episode's concrete
+integers. Every op applies its rule from `SEMANTICS.md`; every implicit or explicit
+assertion becomes an existential z3 query for a violation, whose model is the
+counterexample. Whole-program properties (exactly-once writes, bijective tile maps,
+coverage of reductions across program instances) are checked afterwards over the
+recorded writes (`whole.py`). Nothing enumerates the problem: the number of queries
+depends on the program, not on the sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import z3
+
+from ..dsl.program import Program
+from ..dsl.semantic import Typer
+from ..ir import nodes as ir
+from ..ir.printer import print_expr
+from .report import InvariantReport, Violation
+from .sym import Var, Vars, const_value, tdiv, tmod
+from .values import AXES, SV, Cov, align, axis_ranges
+
+DEFAULT_NUM_SMS = 132  # an H200
+
+
+@dataclass
+class Frame:
+    """One enclosing runtime loop (or `if`) of the current point."""
+
+    kind: str                         # "loop" or "if"
+    cons: list[z3.BoolRef]            # constraints its body runs under
+    var: z3.ArithRef | None = None    # iteration counter t
+    name: str = ""                    # the loop variable's name
+    start: z3.ArithRef | None = None
+    stop: z3.ArithRef | None = None
+    step: z3.ArithRef | None = None
+
+
+@dataclass
+class Write:
+    """A recorded `store` or `atomic_add`, for the whole-program checks."""
+
+    tensor: str
+    coords: list[z3.ArithRef]
+    live: z3.BoolRef
+    value: SV
+    atomic: bool
+    tma: bool
+    shape: tuple[int, ...]
+    path: list[z3.BoolRef]
+    frames: list[Frame]
+    stmt: ir.Stmt
+    names: dict[str, z3.ArithRef]
+
+
+class Checker:
+    """One symbolic execution of one program at one problem size."""
+
+    def __init__(self, program: Program, sizes: dict[str, int], task=None,
+                 num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000):
+        self.program = program
+        self.kernel = program.kernel
+        self.sizes = {k: int(v) for k, v in sizes.items()}
+        missing = [s for s in self.kernel.sizes if s not in self.sizes]
+        if missing:
+            raise ValueError(f"check: no value for problem size {missing[0]}; give "
+                             f"{list(self.kernel.sizes)}")
+        self.task = task
+        self.num_sms = num_sms
+        self.timeout_ms = timeout_ms
+        self.typer = Typer(self.kernel)
+        self.vars = Vars()
+        for ax in AXES:
+            self.vars.vars[ax.decl().name()] = Var(ax, "axis", 0, None)
+        self.frames: list[Frame] = []
+        self.base: list[z3.BoolRef] = []
+        self.report = InvariantReport(program.name, program.hash)
+        self.writes: list[Write] = []
+        self.quiet = 0
+        self.seen: set[tuple[str, int]] = set()
+        self.stmt: ir.Stmt | None = None
+        self.env: dict[str, SV] = {}
+        self.grid: list[int] = []
+        self.pids: list[z3.ArithRef] = []
+        self.ufs: dict[str, z3.FuncDeclRef] = {}
+        self._pos_cache: dict = {}
+        self.profile: list | None = None  # (seconds, line, result) per query when a list
+
+    # ------------------------------------------------------------ queries
+    def path(self) -> list[z3.BoolRef]:
+        return self.base + [c for f in self.frames for c in f.cons]
+
+    def solve(self, constraints) -> z3.ModelRef | None:
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.add(*constraints)
+        self.report.queries += 1
+        t0 = time.perf_counter()
+        r = s.check()
+        if self.profile is not None:
+            self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
+        if r == z3.sat:
+            return s.model()
+        if r == z3.unknown:
+            self.report.notes.append(f"line {self._line()}: a query was undecided "
+                                     f"({s.reason_unknown()})")
+        return None
+
+    def find(self, cond, shape=(), extra=()) -> z3.ModelRef | None:
+        """A model of a violation `cond` at the current point, or None if none exists
+        (or if this is a quiet pass, whose findings are not reported)."""
+        if self.quiet:
+            return None
+        return self.solve([*self.path(), *axis_ranges(shape), *extra, cond])
+
+    def _line(self) -> int:
+        return self.stmt.loc.line if self.stmt is not None else 0
+
+    def violate(self, invariant: str, op: str, message: str, model, shape=(),
+                expected=None, actual=None, frag=None, view=None, **extra) -> None:
+        """Record a violation (one per invariant and line) with its counterexample.
+        `view` renames variables first (the first instance of a two-instance query)."""
+        key = (invariant, self._line())
+        if self.quiet or key in self.seen:
+            return
+        self.seen.add(key)
+        view = view or (lambda e: e)
+        ev = (lambda e: _ev(model, view(e))) if model is not None else (lambda e: None)
+        element = tuple(ev(AXES[i]) for i in range(len(shape)))
+        thread = register = None
+        if len(shape) == 2 and all(x is not None for x in element):
+            thread, register = _owner(frag, shape, self.kernel, element)
+        v = Violation(
+            invariant=invariant, op=op, line=self._line(), message=message,
+            source=_stmt_text(self.stmt), sizes=dict(self.sizes),
+            program_id=tuple(ev(p) for p in self.pids),
+            names=self._names(ev), element=element, thread=thread, register=register,
+            expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
+            actual={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (actual or {}).items()},
+            **extra)
+        self.report.violations.append(v)
+
+    def proven(self, what: str) -> None:
+        if not self.quiet:
+            self.report.proven.append(f"line {self._line()}: {what}")
+
+    def _names(self, ev) -> dict[str, int]:
+        out = {}
+        for name, v in self.env.items():
+            if v.shape == () and v.val is not None and z3.is_int(v.val):
+                val = ev(v.val)
+                if val is not None and self.kernel.param(name) is None:
+                    out[name] = val
+        return out
+
+    # ------------------------------------------------------------ program
+    def run(self) -> InvariantReport:
+        t0 = time.perf_counter()
+        scope = self.typer.initial_scope()
+        for p in self.kernel.params:
+            if p.kind == "const":
+                self.env[p.name] = SV((), _lit(p.default))
+            elif p.kind == "scalar":
+                self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
+        for s in self.kernel.sizes:
+            self.env[s] = SV((), z3.IntVal(self.sizes[s]))
+        self._grid(self.kernel.body[0].value)
+        self.scope = scope
+        self.block(self.kernel.body[1:])
+        from .whole import check_writes
+        check_writes(self)
+        self.report.milliseconds = (time.perf_counter() - t0) * 1000
+        return self.report
+
+    def _grid(self, call: ir.Call) -> None:
+        self.stmt = self.kernel.body[0]
+        for i, d in enumerate(call.arg("dims").elts):
+            n = const_value(self.expr(d).val)
+            if n is None:
+                raise ValueError(f"grid dim {i} is not a constant at these sizes")
+            self.grid.append(max(n, 0))
+            pid = self.vars.fresh(f"pid{i}", "pid", 0, max(n, 1))
+            self.pids.append(pid)
+            self.base += [pid >= 0, pid < n]
+
+    def block(self, stmts) -> None:
+        for s in stmts:
+            self.stmt = s
+            self.statement(s)
+
+    def statement(self, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Assign):
+            v = self.expr(s.value)
+            if len(s.targets) == 1:
+                v.origin = print_expr(s.value)
+                self.env[s.targets[0]] = v
+            else:
+                for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):
+                    self.env[name] = part
+        elif isinstance(s, ir.ExprStmt):
+            from .rules import effect
+            effect(self, s.value)
+        elif isinstance(s, ir.For):
+            from .loops import run_loop
+            run_loop(self, s)
+        elif isinstance(s, ir.If):
+            self.branch(s)
+        else:
+            raise NotImplementedError(f"check: no rule for statement {type(s).__name__}")
+
+    def _unpack(self, e: ir.Expr, n: int) -> list[SV]:
+        if isinstance(e, ir.TupleExpr):
+            return [self.expr(x) for x in e.elts]
+        raise NotImplementedError("check: only tuples unpack into several names")
+
+    def branch(self, s: ir.If) -> None:
+        cond = self.expr(s.cond).val
+        cond = cond if cond is not None and z3.is_bool(cond) else z3.Bool(f"cond!{s.loc.line}")
+        before = dict(self.env)
+        results = []
+        for body, c in ((s.body, cond), (s.orelse, z3.Not(cond))):
+            self.env = dict(before)
+            self.frames.append(Frame("if", [c]))
+            self.block(body)
+            self.frames.pop()
+            results.append(self.env)
+        self.stmt = s
+        self.env = dict(before)
+        then, other = results
+        for name in set(then) & set(other):
+            if then[name] is not other[name]:
+                self.env[name] = merge(cond, then[name], other[name])
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: ir.Expr) -> SV:
+        from .rules import expr_rule
+        return expr_rule(self, e)
+
+    def int_of(self, e: ir.Expr) -> z3.ArithRef:
+        v = self.expr(e).val
+        if v is None or not z3.is_int(v):
+            raise NotImplementedError(f"check: `{print_expr(e)}` is not an integer")
+        return v
+
+    def uf(self, tensor: str, rank: int) -> z3.FuncDeclRef:
+        """Loaded integer data (routing tables): an uninterpreted function of coordinates."""
+        if tensor not in self.ufs:
+            self.ufs[tensor] = z3.Function(f"data_{tensor}", *([z3.IntSort()] * rank), z3.IntSort())
+        return self.ufs[tensor]
+
+    def vars_bool(self, prefix: str) -> z3.BoolRef:
+        """An unknown condition (a comparison of float data)."""
+        return z3.Bool(f"{prefix}!{next(self.vars.counter)}")
+
+    def div(self, a, b):
+        return tdiv(a, b, self.vars, self._positive)
+
+    def mod(self, a, b):
+        return tmod(a, b, self.vars, self._positive)
+
+    def _positive(self, b) -> bool:
+        """Whether divisor `b` is at least 1 wherever this point runs."""
+        key = (b.get_id(), tuple(c.get_id() for c in self.path()))
+        if key not in self._pos_cache:
+            self._pos_cache[key] = self.solve(self.path() + [b < 1]) is None
+        return self._pos_cache[key]
+
+
+def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
+    """The value of a name after `if cond: ... else: ...` assigned it in both branches."""
+    shape = a.shape if len(a.shape) >= len(b.shape) else b.shape
+    a, b = align(a, shape), align(b, shape)
+    val = None
+    if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
+        val = z3.If(cond, a.val, b.val)
+    tags = {}
+    for n in set(a.tags) | set(b.tags):
+        ga, va = a.tags.get(n, (z3.BoolVal(False), z3.IntVal(0)))
+        gb, vb = b.tags.get(n, (z3.BoolVal(False), z3.IntVal(0)))
+        tags[n] = (z3.If(cond, ga, gb), z3.If(cond, va, vb))
+    cov = {}
+    for n in set(a.cov) | set(b.cov):
+        cov[n] = [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in a.cov.get(n, [])]
+        cov[n] += [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in b.cov.get(n, [])]
+    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
+
+
+def _lit(value):
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    return None
+
+
+def _ev(model, e):
+    """Evaluate `e` in `model` to a Python int/bool, or None."""
+    if e is None:
+        return None
+    try:
+        r = model.eval(e, model_completion=True)
+    except z3.Z3Exception:
+        return None
+    if z3.is_int_value(r):
+        return r.as_long()
+    if z3.is_true(r):
+        return True
+    if z3.is_false(r):
+        return False
+    return None
+
+
+def _owner(frag, shape, kernel: ir.Kernel, element) -> tuple[int | None, int | None]:
+    from ..layout.tv import fragment_layout
+    warps = kernel.option("num_warps", 4)
+    policy = frag if frag in ("wgmma", "mma_v2") else (
+        ("wgmma" if warps % 4 == 0 else "mma_v2") if frag == "mma" else "blocked")
+    try:
+        thread, reg = fragment_layout(policy, tuple(shape), warps).owner_of(*element)
+        return int(thread), int(reg)
+    except (ValueError, TypeError, AssertionError, IndexError):
+        return None, None
+
+
+def _stmt_text(s) -> str:
+    from ..ir.printer import _stmt_ast
+    import ast
+    if s is None:
+        return ""
+    if isinstance(s, ir.For):
+        return f"for {s.var} in {print_expr(s.iter)}"
+    if isinstance(s, ir.If):
+        return f"if {print_expr(s.cond)}"
+    text = ast.unparse(_stmt_ast(s))
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def check(program: Program, sizes: dict[str, int], task=None, **kw) -> InvariantReport:
+    """Prove or refute every invariant of `program` at problem `sizes`."""
+    return Checker(program, sizes, task, **kw).run()
+
+
+__all__ = ["Checker", "Frame", "Write", "check"]

@@ -1,0 +1,112 @@
+"""Symbolic values of the checker: what one element of a tile is, as z3 formulas.
+
+A value of shape `(d0, d1, ...)` describes its element at tile coordinates given by the
+canonical axis variables `X0, X1, ...` (`AXES`): its integer or boolean `val`, its `tags`
+(name -> (guard, value): the tag is present where the guard holds) and its `cov`erage
+(name -> terms; each term is the multiset {idx : bound variables satisfying dom}).
+Guards may mention fresh lane variables that are only ever read existentially ("some
+lane contributes"); violation queries are existential, so this is sound for them.
+
+Operations that move elements between axes (broadcasting, `x[:, None]`, `trans`, the
+operands of `dot`) are substitutions of axis variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import z3
+
+AXES = tuple(z3.Int(f"X{i}") for i in range(4))
+
+
+@dataclass(frozen=True)
+class Cov:
+    """One term of a coverage multiset: {idx : bound vars with dom} (a set for max/min)."""
+
+    bound: tuple[z3.ArithRef, ...]
+    dom: z3.BoolRef
+    idx: z3.ArithRef
+    kind: str = "sum"
+
+    def map(self, fn) -> "Cov":
+        return Cov(self.bound, fn(self.dom), fn(self.idx), self.kind)
+
+
+@dataclass
+class SV:
+    """A symbolic scalar (shape ()) or tile."""
+
+    shape: tuple[int, ...]
+    val: z3.ExprRef | None = None
+    tags: dict[str, tuple[z3.BoolRef, z3.ArithRef]] = field(default_factory=dict)
+    cov: dict[str, list[Cov]] = field(default_factory=dict)
+    carried: bool = False     # a loop-carried value (e.g. a prefetched tile)
+    frag: str | None = None   # fragment layout policy for thread naming ("mma" for dots)
+    origin: str = ""          # the DSL text that produced it, for messages
+
+    def map(self, fn) -> "SV":
+        """Apply a formula transformation (a substitution) to every field."""
+        return replace(self, val=fn(self.val) if self.val is not None else None,
+                       tags={n: (fn(g), fn(v)) for n, (g, v) in self.tags.items()},
+                       cov={n: [t.map(fn) for t in ts] for n, ts in self.cov.items()})
+
+    def live(self) -> z3.BoolRef:
+        """The element carries data: some tag is present."""
+        if not self.tags:
+            return z3.BoolVal(False)
+        return z3.Or(*[g for g, _ in self.tags.values()])
+
+    @property
+    def tagged(self) -> bool:
+        return bool(self.tags or self.cov)
+
+
+def subst(e, pairs):
+    if e is None or not pairs:
+        return e
+    return z3.substitute(e, *pairs)
+
+
+def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
+    return [z3.And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
+
+
+def align(v: SV, shape: tuple[int, ...]) -> SV:
+    """`v` broadcast to `shape` (numpy rules: trailing axes align, size-1 axes repeat)."""
+    if v.shape == shape:
+        return v
+    off = len(shape) - len(v.shape)
+    pairs = []
+    for i, n in enumerate(v.shape):
+        target = z3.IntVal(0) if n == 1 and shape[i + off] != 1 else AXES[i + off]
+        if not target.eq(AXES[i]):
+            pairs.append((AXES[i], target))
+    out = v.map(lambda e: subst(e, pairs))
+    out.shape = shape
+    return out
+
+
+def move_axes(v: SV, mapping: dict[int, int], shape: tuple[int, ...]) -> SV:
+    """Rename axis i of `v` to axis mapping[i] (simultaneously); result has `shape`."""
+    pairs = [(AXES[i], AXES[j]) for i, j in mapping.items() if i != j]
+    out = v.map(lambda e: subst(e, pairs))
+    out.shape = shape
+    return out
+
+
+def depends_on(e, var) -> bool:
+    """Whether z3 expression `e` mentions `var` (syntactically, after simplification)."""
+    if e is None:
+        return False
+    name = var.decl().name()
+    todo, seen = [z3.simplify(e)], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_const(x) and x.decl().name() == name:
+            return True
+        todo.extend(x.children())
+    return False

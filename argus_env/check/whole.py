@@ -1,0 +1,338 @@
+"""Whole-program checks over the recorded writes, and the exactly-once coverage proof.
+
+- exactly_once: no element is written by two program instances (or two iterations, or
+  two elements of one tile) unless every write is an atomic add;
+- bijection: every element of an output tensor is written. Proven without enumerating
+  the tensor: the writes are tiles `base + axis` (block form), the tile origins are
+  aligned and in range, the map from program instances to origins is injective, the
+  masks keep every in-bounds element, and there are as many instances as tiles;
+- coverage at stores: the task's required coverage (GEMM: every element of `c` sums
+  K over [0, K) exactly once), combined over the atomic contributions of all writers.
+
+`exactly_once(...)` proves that coverage terms form exactly the range [lo, hi): nothing
+outside it, no index twice (two copies of the bound variables), nothing missing (a
+witness built by mixed-radix decomposition of the missing index, then confirmed).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import z3
+
+from .sym import affine, const_value
+from .values import AXES, Cov, axis_ranges
+
+
+# ---------------------------------------------------------------- coverage
+def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
+                 frag=None, defaults=None) -> None:
+    ctx = list(context) + axis_ranges(shape)
+    ok = True
+    for term in terms:
+        m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
+        if m is not None:
+            ok = False
+            ck.violate("coverage", op, f"the reduction over {name} includes {name}="
+                       f"{_ev(m, term.idx)}, outside [{_ev(m, lo)}, {_ev(m, hi)})", m, shape,
+                       expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
+                       actual={name: term.idx}, frag=frag)
+            return
+    sums = [t for t in terms if t.kind == "sum"]
+    for i, t1 in enumerate(sums):
+        for t2 in sums[i:]:
+            r2 = [(b, ck.vars.fresh("b2", "lane", None, None)) for b in t2.bound]
+            dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
+                z3.substitute(t2.idx, *r2) if r2 else t2.idx
+            distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
+            m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
+            if m is not None:
+                ck.violate("coverage", op, f"the reduction over {name} accumulates "
+                           f"{name}={_ev(m, t1.idx)} twice", m, shape,
+                           expected={f"times {name}={_ev(m, t1.idx)}": 1},
+                           actual={f"times {name}={_ev(m, t1.idx)}": 2}, frag=frag)
+                return
+    x = ck.vars.fresh(f"missing_{name}", "point", None, None)
+    covered = [_witness(t, x, defaults or {}) for t in terms]
+    m = ck.solve(ctx + [x >= lo, x < hi] + [z3.Not(c) for c in covered])
+    if m is None:
+        if ok:
+            ck.proven(f"{op}: {name} covered exactly once")
+        return
+    # confirm: with this instance, element and x fixed, no term covers x at all
+    bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
+    fixed = [v.expr == _ev(m, v.expr) for v in ck.vars.vars.values()
+             if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
+             and _ev(m, v.expr) is not None]
+    xv = _ev(m, x)
+    anyc = z3.Or(*[z3.And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
+    if ck.solve(ctx + fixed + [anyc]) is None:
+        ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
+                   m, shape, expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
+                   actual={f"missing {name}": xv}, frag=frag)
+    else:
+        ck.report.notes.append(f"line {ck._line()}: completeness of {name} not proven")
+
+
+def _witness(term: Cov, x, defaults: dict) -> z3.BoolRef:
+    """`term` covers x at the bound variables a mixed-radix decomposition of x picks."""
+    dec = affine(term.idx, list(term.bound))
+    if dec is None:
+        return z3.BoolVal(False)
+    c0, coeffs = dec
+    pairs, rest = [], x - c0
+    for _, (v, c) in sorted(coeffs.items(), key=lambda kv: -abs(kv[1][1])):
+        if c <= 0:
+            return z3.BoolVal(False)
+        pick = rest / c
+        pairs.append((v, pick))
+        rest = rest - c * pick
+    used = {v.get_id() for v, _ in pairs}
+    pairs += [(b, defaults[b.get_id()]) for b in term.bound
+              if b.get_id() not in used and b.get_id() in defaults]
+    sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
+    return z3.And(sub(term.dom), sub(term.idx) == x)
+
+
+# ---------------------------------------------------------------- writes
+def check_writes(ck) -> None:
+    for w in ck.writes:
+        if not w.atomic:
+            for w2 in ck.writes:
+                if w2.tensor == w.tensor:
+                    _exactly_once_write(ck, w, w2)
+    outputs = ck.program.info.outputs
+    for tensor in outputs:
+        ws = [w for w in ck.writes if w.tensor == tensor]
+        if ws:
+            _bijection(ck, tensor, ws)
+    cov = getattr(ck.task, "store_coverage", {}) or {}
+    for tensor, required in cov.items():
+        ws = [w for w in ck.writes if w.tensor == tensor]
+        for w in ws:
+            for name, (lo_s, hi_s) in required.items():
+                _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.sizes),
+                                _size_expr(hi_s, ck.sizes))
+
+
+def _instance_vars(w) -> list:
+    return [f.var for f in w.frames if f.kind == "loop"]
+
+
+def block_form(ck, w):
+    """(bases, blocks) when every coordinate of write `w` is `base + X_a` for its own tile
+    axis a with an aligned base (`base % extent == 0`), else None. Cached on the write."""
+    if getattr(w, "_block", False) is not False:
+        return w._block
+    rng = axis_ranges(w.shape)
+    bases, blocks, axes = [], [], []
+    for c in w.coords:
+        found = None
+        for a in range(len(w.shape)):
+            if a in axes:
+                continue
+            base = z3.substitute(c, (AXES[a], z3.IntVal(0)))
+            if not any(_mentions(base, AXES[i]) for i in range(len(w.shape))) and \
+                    ck.solve(w.path + rng + [c != base + AXES[a]]) is None:
+                found = (base, w.shape[a], a)
+                break
+        if found is None:
+            w._block = None
+            return None
+        bases.append(found[0])
+        blocks.append(found[1])
+        axes.append(found[2])
+    misaligned = z3.Or(*[b % n != 0 for b, n in zip(bases, blocks)])
+    w._block = None if ck.solve(w.path + [misaligned]) is not None else (bases, blocks)
+    return w._block
+
+
+def _exactly_once_tiles(ck, w) -> None:
+    """Two instances of one block-form write: same tile origin and a common live element."""
+    bases, _ = w._block
+    c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
+    inst = list(ck.pids) + _instance_vars(w)
+    differ = z3.Or(*[v != c2(v) for v in inst])
+    m = ck.solve(w.path + [c2(p) for p in w.path] + axis_ranges(w.shape) +
+                 [differ, w.live, c2(w.live)] + [b == c2(b) for b in bases])
+    ck.stmt = w.stmt
+    if m is None:
+        ck.proven(f"{w.tensor}: each element written once")
+        w._injective = True
+        return
+    w._injective = False
+    other = {"program_id": [_ev(m, c2(p)) for p in ck.pids], "line": w.stmt.loc.line}
+    coords = tuple(_ev(m, c) for c in w.coords)
+    ck.violate("exactly_once", w.stmt.value.fn, f"`{w.tensor}{list(coords)}` is written by "
+               f"two program instances (the other: program {tuple(other['program_id'])}) "
+               "without an atomic add", m, w.shape, tensor=w.tensor, coords=coords, other=other)
+
+
+def _exactly_once_write(ck, w, w2) -> None:
+    same = w is w2
+    if same and block_form(ck, w) is not None:
+        return _exactly_once_tiles(ck, w)
+    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+    distinct = z3.BoolVal(True)
+    if same:
+        diffs = [c1(p) != c2(p) for p in ck.pids] + \
+            [c1(v) != c2(v) for v in _instance_vars(w)] + \
+            [c1(AXES[i]) != c2(AXES[i]) for i in range(len(w.shape))]
+        distinct = z3.Or(*diffs) if diffs else z3.BoolVal(False)
+    cons = [c1(p) for p in w.path] + [c2(p) for p in w2.path]
+    cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
+    cons += [c1(w.live), c2(w2.live), distinct]
+    cons += [c1(a) == c2(b) for a, b in zip(w.coords, w2.coords)]
+    m = ck.solve(cons)
+    ck.stmt = w.stmt
+    if m is None:
+        ck.proven(f"{w.tensor}: each element written once")
+        return
+    other = {"program_id": [_ev(m, c2(p)) for p in ck.pids],
+             "element": [_ev(m, c2(AXES[i])) for i in range(len(w2.shape))],
+             "line": w2.stmt.loc.line}
+    coords = tuple(_ev(m, c1(c)) for c in w.coords)
+    ck.violate("exactly_once", "store", f"`{w.tensor}{list(coords)}` is written by two "
+               f"program instances (the other: program {tuple(other['program_id'])}, "
+               f"element {tuple(other['element'])}, line {other['line']}) without an atomic "
+               "add", m, w.shape, tensor=w.tensor, coords=coords, other=other, view=c1)
+
+
+def _bijection(ck, tensor: str, ws: list) -> None:
+    ck.stmt = ws[0].stmt
+    if len(ws) > 1:
+        ck.report.notes.append(f"{tensor}: several write statements; bijection not proven")
+        return
+    w = ws[0]
+    rng = axis_ranges(w.shape)
+    if block_form(ck, w) is None:
+        ck.report.notes.append(f"{tensor}: its indices are not aligned tiles `base + arange`; "
+                               "bijection not proven")
+        return
+    bases, blocks = w._block
+    dims = ck.kernel.param(tensor).dims
+    sizes = [ck.sizes[d] for d in dims]
+    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(w.coords, sizes)])
+    m = ck.solve(w.path + rng + [inb, z3.Not(w.live)])
+    if m is not None:
+        coords = tuple(_ev(m, c) for c in w.coords)
+        ck.violate("bijection", "store", f"`{tensor}{list(coords)}` lies inside the tensor "
+                   "but the instance whose tile holds it masks it off, so no instance "
+                   "writes it", m, w.shape, tensor=tensor, coords=coords)
+        return
+    outside = z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])
+    if ck.solve(w.path + [outside]) is not None:
+        ck.report.notes.append(f"{tensor}: a tile origin lies outside; bijection not proven")
+        return
+    inst = [p for p in ck.pids] + _instance_vars(w)
+    used = [v for v in inst if any(_mentions(b, v) for b in bases)]
+    tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
+    m = None
+    if getattr(w, "_injective", None) is None or len(used) < len(inst):
+        c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+        differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
+        m = ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + [differ] +
+                     [c1(b) == c2(b) for b in bases])
+    elif not w._injective:
+        ck.violate("bijection", "store", f"two program instances write the same tile of "
+                   f"`{tensor}` (see the exactly_once violation), so with as many instances "
+                   "as tiles some tile is never written", None, (), tensor=tensor)
+        return
+    if m is not None:
+        origin = tuple(_ev(m, c1(b)) for b in bases)
+        ck.violate("bijection", "store", f"two program instances map to the same tile of "
+                   f"`{tensor}` (origin {origin}), so some other tile is never written", m,
+                   w.shape, tensor=tensor, coords=origin, view=c1,
+                   other={"program_id": [_ev(m, c2(p)) for p in ck.pids]})
+        return
+    count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)])
+    if count is None:
+        ck.report.notes.append(f"{tensor}: instance count unknown; bijection not proven")
+    elif count < tiles:
+        ck.violate("bijection", "store", f"only {count} program instances write tiles of "
+                   f"`{tensor}`, which has {tiles} tiles: some are never written", None, (),
+                   tensor=tensor, expected={"tiles": tiles}, actual={"instances": count})
+    else:
+        ck.proven(f"{tensor}: every element written (bijective tile map)")
+
+
+def _mentions(e, v) -> bool:
+    from .values import depends_on
+    return depends_on(e, v)
+
+
+def _count(ck, w, drop: list) -> int | None:
+    """Program instances (times loop iterations) reaching the write, from the grid and
+    loop bounds; None when a bound depends on the instance in an unrecognised way."""
+    factors = {("pid", i): n for i, n in enumerate(ck.grid)}
+    for p in drop:
+        for i, q in enumerate(ck.pids):
+            if p.eq(q):
+                factors.pop(("pid", i), None)
+    for f in w.frames:
+        if f.kind != "loop":
+            return None
+        if any(f.var.eq(d) for d in drop):
+            continue
+        start, stop, step = (const_value(x) for x in (f.start, f.stop, f.step))
+        axis = next((i for i, p in enumerate(ck.pids) if z3.simplify(f.start).eq(p)), None)
+        if axis is not None and step == ck.grid[axis] and stop is not None:
+            factors[("pid", axis)] = max(stop, 0)  # grid-stride loop over [0, stop)
+        elif None not in (start, stop, step) and step > 0:
+            factors[("loop", id(f))] = max(0, -(-(stop - start) // step))
+        else:
+            return None
+    return math.prod(factors.values())
+
+
+def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
+    ck.stmt = w.stmt
+    rng = axis_ranges(w.shape)
+    if not w.atomic:
+        terms = w.value.cov.get(name)
+        if not terms:
+            m = ck.solve(w.path + rng + [w.live, w.value.live()])
+            if m is not None:
+                ck.violate("coverage", "store", f"the value stored to `{w.tensor}` is not "
+                           f"a reduction over {name}", m, w.shape)
+            return
+        exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "store", w.value.frag)
+        return
+    terms, defaults = [], {}
+    for w2 in ws:
+        if not w2.atomic:
+            continue
+        c = ck.vars.copier("~a")
+        for orig, twin in c.pairs:
+            defaults[twin.get_id()] = orig
+        bound = tuple(twin for _, twin in c.pairs)
+        glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
+                      c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)])
+        for t in w2.value.cov.get(name, []):
+            terms.append(Cov(tuple(c(b) for b in t.bound) + bound, z3.And(glue, c(t.dom)),
+                             c(t.idx), t.kind))
+    exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
+                 w.value.frag, defaults)
+
+
+def _size_expr(text: str, sizes: dict) -> int:
+    """Evaluate a bound like "K" or "0" over problem sizes (a tiny safe evaluator)."""
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name) and n.id in sizes:
+            return sizes[n.id]
+        if isinstance(n, ast.BinOp) and type(n.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv):
+            a, b = ev(n.left), ev(n.right)
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b,
+                    ast.FloorDiv: a // b if b else 0}[type(n.op)]
+        raise ValueError(f"bound {text!r}: only sizes, integers and + - * //")
+    return ev(ast.parse(text, mode="eval"))
+
+
+def _ev(m, e):
+    from .symbolic import _ev as ev
+    return ev(m, e)
