@@ -33,7 +33,7 @@ from ..ir.rewrite import walk
 from .concrete_interp import Interp, Probe, ProbeDone, Shared, stmt_text
 from .concrete_memory import TensorWrites
 from .concrete_ops import ConcreteError
-from .concrete_values import Cov, Val, cov_text, coverage_mismatch, describe, expect_range, first
+from .concrete_values import Val, cov_text, coverage_mismatch, describe, expect_range, first
 from .report import InvariantReport, Violation
 
 __all__ = ["check_concrete", "replay", "ConcreteError"]
@@ -77,8 +77,8 @@ def replay(program: Program, violation: Violation, task=None, inputs: dict | Non
 
     - `store` / `atomic_add`: `coords` (destination), `mask`, `value` (the stored element);
     - `load`: `coords`, `mask`, `in_bounds`, `value` (the loaded element);
-    - `dot`: `lane` (from `violation.other`), `a` = a[i, lane], `b` = b[lane, j], `acc` and
-      `result` at (i, j);
+    - `dot`: `lane` (from `violation.other`), `a` = a[i, lane], `b` = b[lane, j], and at
+      (i, j): `acc` (the accumulator in), `product` (a @ b alone), `result` (their sum);
     - `assert_tags`: `value` (the asserted element);
     - elementwise ops (`+`, `tag`, ...): `operands`, one per operand.
 

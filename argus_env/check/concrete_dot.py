@@ -45,21 +45,23 @@ def dot(it: "Interp", e: ir.Call) -> Val:
     it.checked("dot", line, inv)
     if it.wants(inv, line):
         _check_operands(it, e, inv, a, b, ta, tb, Val(shape, layout=layout))
-    new = _contract(a, b, ta, tb)
-    new.layout = layout
+    product = _contract(a, b, ta, tb)
+    product.layout = layout
+    out = product
     if acc is not None:
         acc = acc.moved(layout=layout)
-        tags = merge_tags(it, "dot", line, [acc, new])
-        cov = {n: cov_sum([v.cov[n] for v in (acc, new) if n in v.cov], shape)
-               for n in {**acc.cov, **new.cov}}
-        sets = {n: cov_union([v.cset[n] for v in (acc, new) if n in v.cset], shape)
-                for n in {**acc.cset, **new.cset}}
-        new = Val(shape, None, tags, cov, sets, layout)
-    _probe(it, line, a, b, acc, new)
-    return new
+        tags = merge_tags(it, "dot", line, [acc, product])
+        cov = {n: cov_sum([v.cov[n] for v in (acc, product) if n in v.cov], shape)
+               for n in {**acc.cov, **product.cov}}
+        sets = {n: cov_union([v.cset[n] for v in (acc, product) if n in v.cset], shape)
+                for n in {**acc.cset, **product.cset}}
+        out = Val(shape, None, tags, cov, sets, layout)
+    _probe(it, line, a, b, acc, product, out)
+    return out
 
 
-def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, out: Val) -> None:
+def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, product: Val,
+           out: Val) -> None:
     v = it.probe_at("dot", line)
     if v is None:
         return
@@ -67,7 +69,7 @@ def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, out: Val) -
     lane = int(v.other.get("lane", 0))
     it.capture({"lane": lane, "a": summary(a, (i, lane)), "b": summary(b, (lane, j)),
                 "acc": None if acc is None else summary(acc, (i, j)),
-                "result": summary(out, (i, j))})
+                "product": summary(product, (i, j)), "result": summary(out, (i, j))})
 
 
 def _check_operands(it: "Interp", e: ir.Call, inv: str, a: Val, b: Val, ta: np.ndarray,
@@ -156,7 +158,7 @@ def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
     lo, n = min(bounds), max(bounds) + 1 - min(bounds)
     counts = np.zeros((ta.shape[0], tb.shape[1], n), dtype=F32)
     if wa.any():
-        counts += np.tensordot(onehot(at.val, wa, lo, n), fb, axes=([1], [0])).transpose(0, 2, 1)
+        counts += np.matmul(fb.T[None], onehot(at.val, wa, lo, n))   # per row i: (j, l) @ (l, r)
     if use_b:
         counts += np.tensordot(ma.astype(F32), onehot(bt.val, wb, lo, n), axes=([1], [0]))
     return Cov(lo, np.rint(counts).astype(np.int32))
@@ -165,7 +167,7 @@ def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
 def _lane_sum(c: Cov, side: str, ta, tb, fa, fb) -> Cov:
     """An operand's own coverage summed over the contributing lanes."""
     if side == "a":
-        part = np.tensordot(c.counts * ta[..., None], fb, axes=([1], [0])).transpose(0, 2, 1)
+        part = np.matmul(fb.T[None], (c.counts * ta[..., None]).astype(F32))
     else:
         part = np.tensordot(fa, c.counts * tb[..., None], axes=([1], [0]))
     return Cov(c.lo, np.rint(part).astype(np.int32))

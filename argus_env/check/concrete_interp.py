@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir import nodes as ir
+from ..dsl.semantic import _assigned
 from ..ir.printer import print_expr
 from ..layout.tv import fragment_layout
 from .concrete_dot import dot
@@ -108,7 +109,7 @@ class Interp:
         self.num_warps = int(self.kernel.option("num_warps", 4))
         self.pid = tuple(pid)
         self.env: dict[str, object] = {}
-        self.source = ""
+        self.current: ir.Stmt | None = None   # the statement being run, for `source`
         self.fixed = {p.name for p in self.kernel.params} | set(self.kernel.sizes)
         for p in self.kernel.params:
             if p.kind == "tensor":
@@ -131,7 +132,7 @@ class Interp:
                 raise ProbeDone
 
     def stmt(self, s: ir.Stmt) -> None:
-        self.source = stmt_text(s)
+        self.current = s
         if isinstance(s, ir.Assign):
             value = self.eval(s.value)
             values = value if len(s.targets) > 1 else (value,)
@@ -140,13 +141,16 @@ class Interp:
         elif isinstance(s, ir.ExprStmt):
             rule = STMT_RULES.get(s.value.fn)
             if rule is None:
-                raise ConcreteError(f"concrete: op A.{s.value.fn} has no statement rule", s.loc.line)
+                raise ConcreteError(f"concrete: op A.{s.value.fn} has no statement rule",
+                                    s.loc.line)
             rule(self, s.value)
         elif isinstance(s, ir.For):
             self.loop(s)
         elif isinstance(s, ir.If):
             cond = self.known(self.val(s.cond), "`if` condition")
+            before = set(self.env)
             self.block(s.body if bool(cond) else s.orelse)
+            self.forget(before | (_assigned(s.body) & _assigned(s.orelse)))
         else:
             raise ConcreteError(f"concrete: no rule for statement {type(s).__name__}", s.loc.line)
 
@@ -163,6 +167,7 @@ class Interp:
             raise ConcreteError(f"loop over {s.var} runs {len(trips)} iterations; the concrete "
                                 "checker is meant for small sizes", s.loc.line)
         carried = self.sh.carried.get(id(s), frozenset())
+        before = set(self.env)
         for v in trips:
             self.env[s.var] = scalar(v)
             for name in carried:
@@ -170,6 +175,13 @@ class Interp:
                 if isinstance(held, Val):
                     self.env[name] = held.moved(carried=True)
             self.block(s.body)
+        self.forget(before)
+
+    def forget(self, visible: set[str]) -> None:
+        """Drop names the semantic layer does not let past a loop or a one-sided `if`
+        (the loop variable, temporaries of the body), so `names` shows only live ones."""
+        for name in [n for n in self.env if n not in visible]:
+            del self.env[name]
 
     # ------------------------------------------------------------ expressions
     def eval(self, e: ir.Expr):
@@ -264,9 +276,10 @@ class Interp:
             if layout is not None:
                 thread, register = (int(x) for x in layout.owner_of(*element))
         self.sh.rec.add(Violation(
-            invariant, op, line, message, source=self.source, sizes=dict(self.sizes),
-            program_id=self.pid, names=self.names(), element=element, thread=thread,
-            register=register, expected=dict(expected or {}), actual=dict(actual or {}),
+            invariant, op, line, message, source=stmt_text(self.current) if self.current else "",
+            sizes=dict(self.sizes), program_id=self.pid, names=self.names(), element=element,
+            thread=thread, register=register, expected=dict(expected or {}),
+            actual=dict(actual or {}),
             tensor=tensor, coords=tuple(int(c) for c in coords), other=dict(other or {})))
 
     def probe_at(self, op: str, line: int) -> Violation | None:
@@ -292,7 +305,9 @@ def assert_tags(it: Interp, call: ir.Call) -> None:
         if isinstance(rel, ir.Call) and rel.fn == "covers":
             lo, hi = (int(it.known(it.val(rel.arg(k)), "covers bound")) for k in ("lo", "hi"))
             it.checked("assert_tags", line, "coverage")
-            el = first(coverage_mismatch(x, name, lo, hi, where)) if it.wants("coverage", line) else None
+            el = None
+            if it.wants("coverage", line):
+                el = first(coverage_mismatch(x, name, lo, hi, where))
             if el is not None:
                 got = cov_text(x, name, el)
                 it.violate("coverage", "assert_tags", line, f"coverage of {name} is {got}, "

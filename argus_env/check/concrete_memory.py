@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..ir import nodes as ir
-from .concrete_ops import ConcreteError, merge_tags
+from .concrete_ops import merge_tags
 from .concrete_values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_text, coverage_mismatch,
                               expect_range, first, reshape, summary, widen)
 
@@ -44,7 +44,9 @@ class Ref:
     def flat(self) -> np.ndarray:
         """Row-major flat offsets, coordinates clipped into the tensor."""
         clipped = [np.clip(c, 0, max(n - 1, 0)) for c, n in zip(self.coords, self.extent)]
-        return np.ravel_multi_index(clipped, self.extent) if self.extent else np.zeros(self.shape, int)
+        if not self.extent:
+            return np.zeros(self.shape, dtype=np.int64)
+        return np.ravel_multi_index(clipped, self.extent)
 
     def at(self, el: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(int(c[el]) for c in self.coords)
@@ -129,7 +131,8 @@ def load(it: "Interp", e: ir.Call) -> Val:
     v = it.probe_at("load", line)
     if v is not None:
         it.capture({"coords": list(ref.at(v.element)), "mask": bool(active[v.element]),
-                    "in_bounds": bool(ref.in_bounds()[v.element]), "value": summary(out, v.element)})
+                    "in_bounds": bool(ref.in_bounds()[v.element]),
+                    "value": summary(out, v.element)})
     return out
 
 
@@ -202,7 +205,9 @@ def store(it: "Interp", e: ir.Call) -> None:
             tw.atomic_line = line
             continue
         it.checked(op, line, "coverage")
-        el = first(coverage_mismatch(v, name, lo, hi, written)) if it.wants("coverage", line) else None
+        el = None
+        if it.wants("coverage", line):
+            el = first(coverage_mismatch(v, name, lo, hi, written))
         if el is not None:
             got = cov_text(v, name, el)
             it.violate("coverage", op, line, f"{ref.param.name}{list(ref.at(el))} is stored "

@@ -240,6 +240,9 @@ def tag(it: "Interp", e: ir.Call) -> Val:
         v = bcast(it.val(expr), x.shape)
         val = np.asarray(it.known(v, f"tag {name}"), dtype=np.int64)
         extra.append(Val(x.shape, tags={name: Tag(val, np.ones(x.shape, dtype=bool))}))
+    v = it.probe_at("tag", e.loc.line)
+    if v is not None:
+        it.capture({"operands": [summary(o, v.element) for o in (x, *extra)]})
     return x.moved(tags=merge_tags(it, "tag", e.loc.line, [x, *extra]))
 
 

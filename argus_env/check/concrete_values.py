@@ -105,7 +105,8 @@ def reshape(v: Val, shape: tuple[int, ...]) -> Val:
         return Cov(c.lo, c.counts.reshape(tuple(shape) + c.counts.shape[-1:]))
     return replace(v, shape=tuple(shape),
                    value=None if v.value is None else v.value.reshape(shape),
-                   tags={n: Tag(t.val.reshape(shape), t.has.reshape(shape)) for n, t in v.tags.items()},
+                   tags={n: Tag(t.val.reshape(shape), t.has.reshape(shape))
+                         for n, t in v.tags.items()},
                    cov={n: rc(c) for n, c in v.cov.items()},
                    cset={n: rc(c) for n, c in v.cset.items()})
 
@@ -125,8 +126,9 @@ def widen(c: Cov, lo: int, hi: int) -> np.ndarray:
     """`c`'s counts re-based onto the window `[lo, hi)`, which must contain `c`'s window."""
     if c.lo == lo and c.hi == hi:
         return c.counts
-    pad = [(0, 0)] * (c.counts.ndim - 1) + [(c.lo - lo, hi - c.hi)]
-    return np.pad(c.counts, pad)
+    out = np.zeros(c.counts.shape[:-1] + (hi - lo,), dtype=np.int32)
+    out[..., c.lo - lo:c.hi - lo] = c.counts
+    return out
 
 
 def cov_sum(covs: list[Cov], shape: tuple[int, ...]) -> Cov:
@@ -136,7 +138,7 @@ def cov_sum(covs: list[Cov], shape: tuple[int, ...]) -> Cov:
     lo, hi = min(c.lo for c in covs), max(c.hi for c in covs)
     out = np.zeros(tuple(shape) + (hi - lo,), dtype=np.int32)
     for c in covs:
-        out += widen(c, lo, hi)
+        out[..., c.lo - lo:c.hi - lo] += c.counts
     return Cov(lo, out)
 
 

@@ -8,8 +8,10 @@ Values carried around the loop need their value at iteration `t`. A first, quiet
 runs the body with a placeholder for each carried name and classifies what comes out:
 
 - accumulator: the body feeds the old value into the new one (`acc = A.dot(x, y, acc)`,
-  `acc = acc * alpha + p`): its coverage at `t` is the union of the body's contributions
-  at iterations `t' < t`; its tags must not change between iterations;
+  `acc = acc * alpha + p`): its tags must not change between iterations, and its coverage
+  after the loop is the union of the body's contributions over all iterations (inside the
+  body an accumulator's entry coverage is left empty, so the body computes exactly one
+  iteration's contribution);
 - induction variable: `v = v + c` with `c` independent of `v`: `v0 + t*c`;
 - carried value: the new value does not read the old one (a prefetched tile): at `t` it
   is the body's value from `t - 1`, or the initial value at `t = 0`;
@@ -52,21 +54,18 @@ def run_loop(ck, s: ir.For) -> None:
     for n in carried:
         kind, extra = kinds[n]
         entry[n] = _entry(ck, kind, extra, init[n], out1[n], t, valid, merge)
-    _pass(ck, s, frame, entry, quiet=False)
+    out2 = _pass(ck, s, frame, entry, quiet=False)
     if not ck.quiet:
         for n in carried:
             if kinds[n][0] == "acc":
-                _tags_invariant(ck, n, out1[n], t, valid)
+                _tags_invariant(ck, n, out2[n], t, valid)
 
     # after the loop: the number of iterations run, and the exit values
-    count = ck.vars.fresh(f"n_{s.var}", "iter", 0, None)
-    exit_cons = z3.Or(z3.And(count == 0, z3.Not(valid(0))),
-                      z3.And(count >= 1, valid(count - 1), z3.Not(valid(count))))
-    (ck.frames[-1].cons if ck.frames else ck.base).append(exit_cons)
+    count = _count(ck, s, start, stop, step, valid)
     ck.env = {k: v for k, v in before.items()}
     for n in carried:
         kind, extra = kinds[n]
-        ck.env[n] = _exit(ck, kind, extra, init[n], out1[n], t, count, valid, merge)
+        ck.env[n] = _exit(ck, kind, extra, init[n], out2[n], t, count, valid, merge)
 
 
 def _grid_stride(ck, start, stop, step, t) -> list:
@@ -90,6 +89,20 @@ def _max_trips(ck, start, stop, step) -> int | None:
     if a is None or b is None or c is None or c[0] <= 0:
         return None
     return max(0, -(-(b[1] - a[0]) // c[0])) + 1
+
+
+def _count(ck, s: ir.For, start, stop, step, valid):
+    """The number of iterations: a closed form for a constant step, else a variable
+    pinned down by a constraint on the enclosing path."""
+    from .sym import const_value
+    c = const_value(step)
+    if c is not None and c > 0:
+        return z3.If(stop > start, ck.div(stop - start + (c - 1), z3.IntVal(c)), 0)
+    count = ck.vars.fresh(f"n_{s.var}", "iter", 0, None)
+    exit_cons = z3.Or(z3.And(count == 0, z3.Not(valid(0))),
+                      z3.And(count >= 1, valid(count - 1), z3.Not(valid(count))))
+    (ck.frames[-1].cons if ck.frames else ck.base).append(exit_cons)
+    return count
 
 
 def _bounds(ck, it: ir.Call):
@@ -120,7 +133,11 @@ def _placeholder(ck, name: str, init: SV) -> SV:
     if init.val is not None:
         val = z3.Bool(f"entry_{name}!{id(init)}") if z3.is_bool(init.val) else \
             ck.vars.fresh(f"entry_{name}", "point", None, None)
-    return SV(init.shape, val, {MARK: (z3.BoolVal(True), z3.IntVal(0))}, {}, False, init.frag)
+    # the initial value's tags stand in for the entry value's (a prefetched tile keeps its
+    # kind of tags); its coverage does not, so an accumulator's contributions stay apart
+    # (MARK is detected by its presence; its guard is False so it never makes data live)
+    tags = {**init.tags, MARK: (z3.BoolVal(False), z3.IntVal(0))}
+    return SV(init.shape, val, tags, {}, False, init.frag)
 
 
 def _classify(out: SV, init: SV):
@@ -172,12 +189,11 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, valid, merge) -> SV:
         shifted = out.map(lambda e: subst(e, [(t, t - 1)]))
         return replace(merge(t == 0, init, shifted), carried=True)
     if kind == "acc":
+        # entry tags: the previous iteration's; entry coverage is left empty, so that the
+        # body's result holds exactly this iteration's contribution (read at the exit)
         shifted = _strip(out).map(lambda e: subst(e, [(t, t - 1)]))
         v = merge(t == 0, init, replace(shifted, cov={}))
-        v.cov = {n: list(ts) for n, ts in init.cov.items()}
-        for n, terms in _acc_cov(ck, out, t, t, valid).items():
-            v.cov.setdefault(n, []).extend(terms)
-        return replace(v, carried=False, frag=out.frag or init.frag)
+        return replace(v, cov={}, carried=False, frag=out.frag or init.frag)
     return _havoc(ck, init)
 
 

@@ -17,6 +17,7 @@ witness built by mixed-radix decomposition of the missing index, then confirmed)
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 
 import z3
@@ -42,7 +43,9 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     sums = [t for t in terms if t.kind == "sum"]
     for i, t1 in enumerate(sums):
         for t2 in sums[i:]:
-            r2 = [(b, ck.vars.fresh("b2", "lane", None, None)) for b in t2.bound]
+            used = free_ids([t2.dom, t2.idx])
+            r2 = [(b, ck.vars.fresh("b2", "lane", None, None)) for b in _unique(t2.bound)
+                  if b.get_id() in used]
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
             distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
@@ -54,8 +57,9 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                            actual={f"times {name}={_ev(m, t1.idx)}": 2}, frag=frag)
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
-    covered = [_witness(t, x, defaults or {}) for t in terms]
-    m = ck.solve(ctx + [x >= lo, x < hi] + [z3.Not(c) for c in covered])
+    covered = [w for t in terms for w in _witnesses(t, x, defaults or {})]
+    m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
+                 ctx + [x >= lo, x < hi])
     if m is None:
         if ok:
             ck.proven(f"{op}: {name} covered exactly once")
@@ -75,16 +79,50 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         ck.report.notes.append(f"line {ck._line()}: completeness of {name} not proven")
 
 
-def _witness(term: Cov, x, defaults: dict) -> z3.BoolRef:
-    """`term` covers x at the bound variables a mixed-radix decomposition of x picks."""
+def _unique(vs) -> list:
+    seen, out = set(), []
+    for v in vs:
+        if v.get_id() not in seen:
+            seen.add(v.get_id())
+            out.append(v)
+    return out
+
+
+def free_ids(exprs) -> set[int]:
+    """Ids of the variables occurring in `exprs`."""
+    out, todo, seen = set(), list(exprs), set()
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(e.get_id())
+        todo.extend(e.children())
+    return out
+
+
+def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
+    """`term` covers x at the bound variables a mixed-radix decomposition of x picks;
+    variables with equal coefficients are tried in every order (a few at most)."""
     dec = affine(term.idx, list(term.bound))
     if dec is None:
-        return z3.BoolVal(False)
+        return []
     c0, coeffs = dec
+    ranked = sorted(coeffs.values(), key=lambda vc: -abs(vc[1]))
+    if any(c <= 0 for _, c in ranked):
+        return []
+    groups = [list(g) for _, g in itertools.groupby(ranked, key=lambda vc: vc[1])]
+    orders = [[]]
+    for g in groups:
+        perms = list(itertools.permutations(g))[:6]
+        orders = [o + list(p) for o in orders for p in perms][:24]
+    return [_witness(term, x, defaults, c0, order) for order in orders]
+
+
+def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
     pairs, rest = [], x - c0
-    for _, (v, c) in sorted(coeffs.items(), key=lambda kv: -abs(kv[1][1])):
-        if c <= 0:
-            return z3.BoolVal(False)
+    for v, c in order:
         pick = rest / c
         pairs.append((v, pick))
         rest = rest - c * pick
@@ -310,7 +348,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
                       c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)])
         for t in w2.value.cov.get(name, []):
-            terms.append(Cov(tuple(c(b) for b in t.bound) + bound, z3.And(glue, c(t.dom)),
+            terms.append(Cov(tuple(_unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
                              c(t.idx), t.kind))
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
                  w.value.frag, defaults)

@@ -63,17 +63,20 @@ def _set_mode(interpret: bool) -> None:
         _mode = interpret
         os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         if interpret:
-            _patch_interpreter_bf16_dot()
+            _patch_interpreter_bf16()
     elif _mode != interpret:
         raise RuntimeError("this process already runs Triton kernels "
                            f"{'under the interpreter' if _mode else 'compiled'}; run the other "
                            "mode in a separate process")
 
 
-def _patch_interpreter_bf16_dot() -> None:
-    """Triton's interpreter (3.6-3.9) stores bf16 as uint16 and its `dot` multiplies those
-    integers, giving garbage for bf16 operands. Convert them to f32 first, as the tensor
-    cores do (bf16 products are exact in f32)."""
+def _patch_interpreter_bf16() -> None:
+    """Triton's interpreter (3.6-3.9) stores bf16 as uint16: its `dot` multiplies those
+    integers (garbage for bf16 operands) and its atomic add rejects them. Convert dot
+    operands to f32 first, as the tensor cores do (bf16 products are exact in f32), and
+    add bf16 atomically in Python."""
+    import ctypes
+
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -94,6 +97,31 @@ def _patch_interpreter_bf16_dot() -> None:
 
     create_dot._argus_bf16 = True
     builder.create_dot = create_dot
+
+    original_rmw = builder.create_atomic_rmw
+
+    def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+        """bf16 atomic add, which the interpreter's C++ helper rejects: the interpreter runs
+        program instances one after another, so a plain read-add-write is atomic."""
+        if val.dtype.scalar != tl.bfloat16 or "ADD" not in str(rmwOp):
+            return original_rmw(self, rmwOp, ptr, val, mask, sem, scope)
+        def f32(bits):
+            return np.array([bits], dtype=np.uint32) << 16
+
+        addrs = np.broadcast_to(ptr.data, mask.data.shape)[mask.data]
+        vals = np.broadcast_to(val.data, mask.data.shape)[mask.data]
+        old = np.zeros(mask.data.shape, dtype=np.uint16)
+        olds = []
+        for addr, v in zip(addrs.tolist(), vals.tolist()):
+            cell = ctypes.c_uint16.from_address(addr)
+            olds.append(cell.value)
+            total = (f32(cell.value).view(np.float32) + f32(v).view(np.float32)).view(np.uint32)
+            rounded = (total + 0x7FFF + ((total >> 16) & 1)) >> 16  # round to nearest even
+            cell.value = int(rounded[0]) & 0xFFFF
+        old[mask.data] = olds
+        return interpreter.TensorHandle(old, val.dtype.scalar)
+
+    builder.create_atomic_rmw = create_atomic_rmw
 
 
 def load(program: Program, interpret: bool) -> Callable:

@@ -354,9 +354,12 @@ def wrap_call(line: str, width: int = MAX_LINE) -> list[str]:
         return [line]
     indent = line[:len(line) - len(line.lstrip())]
     try:
-        stmt = ast.parse(line.strip()).body[0]
+        body = ast.parse(line.strip()).body
     except SyntaxError:
         return [line]
+    if len(body) != 1:
+        return [line]
+    stmt = body[0]
     call = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
     if not isinstance(call, ast.Call):
         return [line]

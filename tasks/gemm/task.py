@@ -18,8 +18,9 @@ class GemmTask(Task):
     name = "gemm"
     description = ("Matrix multiplication C[M, N] = A[M, K] @ B[K, N] in bf16 with float32 "
                    "accumulation, as in a transformer's linear layers.")
-    programs = {"baseline": HERE / "programs" / "baseline.py",
-                "expert": HERE / "programs" / "expert.py"}
+    # baseline and expert first; every DSL file in programs/ is a program of the task
+    programs = {p.stem: p for p in sorted((HERE / "programs").glob("*.py"),
+                                          key=lambda p: (p.stem not in ("baseline", "expert"), p.stem))}
     shapes = (
         _case("square-8192", 8192, 8192, 8192),
         _case("square-4096", 4096, 4096, 4096),

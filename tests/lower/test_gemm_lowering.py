@@ -14,7 +14,7 @@ from argus_env.task import get_task
 TASK = get_task("gemm")
 
 
-@pytest.mark.parametrize("which", ["baseline", "expert"])
+@pytest.mark.parametrize("which", list(TASK.programs))
 @pytest.mark.parametrize("sizes", TASK.cpu_shapes, ids=lambda s: "x".join(map(str, s.values())))
 def test_program_matches_torch(which, sizes):
     prog = TASK.program(which)
