@@ -43,7 +43,9 @@ class GemmTask(Task):
         {"M": 17, "N": 264, "K": 136},
         {"M": 130, "N": 136, "K": 96},
     )
-    tolerance = Tolerance(rtol=2e-2, atol=1e-2)
+    # bf16 output: about two bf16 ulps of the typical magnitude, so split-K partial sums
+    # combined by bf16 atomic adds pass, and an all-zero or unwritten output cannot
+    tolerance = Tolerance(rtol=2e-2, atol=2e-2)
     signature = {"a": (("M", "K"), "bf16"), "b": (("K", "N"), "bf16"), "c": (("M", "N"), "bf16")}
     store_coverage = {"c": {"K": ("0", "K")}}
 
