@@ -1,6 +1,41 @@
 """The invariant checker: tags, tag assertions, z3 proofs and concrete counterexamples.
 
-The rules both interpreters follow are in `SEMANTICS.md` beside this file.
+    report = check_program(program, {"M": 4096, "N": 4096, "K": 4096}, task)
+    report.ok, report.violations[0].render(), report.encode()
+
+The rules both interpreters follow are in `SEMANTICS.md` beside this file: `symbolic`
+proves them with z3 at the given sizes without enumerating the problem; `concrete`
+enumerates every program instance at small sizes (the cross-check and the replay of
+counterexamples).
 """
 
+from __future__ import annotations
+
+from collections import OrderedDict
+
 from .report import INVARIANTS, InvariantReport, Violation  # noqa: F401
+
+_CACHE: OrderedDict = OrderedDict()
+CACHE_SIZE = 512
+
+
+def check_program(program, sizes: dict, task=None, method: str = "symbolic",
+                  **options) -> InvariantReport:
+    """The invariant report of `program` at problem `sizes`, cached by program hash."""
+    key = (program.hash, tuple(sorted(sizes.items())), getattr(task, "name", None), method,
+           tuple(sorted(options.items())))
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    if method == "symbolic":
+        from .symbolic import check
+        report = check(program, sizes, task, **options)
+    elif method == "concrete":
+        from .concrete import check_concrete
+        report = check_concrete(program, sizes, task, **options)
+    else:
+        raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")
+    _CACHE[key] = report
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return report

@@ -148,6 +148,10 @@ def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
     ma = ta & ~at.has if at is not None else ta               # a tagged, without the name
     wb = tb & bt.has if bt is not None else np.zeros_like(tb)  # b gives it there
     use_b = bool(ma.any() and wb.any())
+    if not use_b and at is not None and not varies(at.val, 0):
+        fast = _per_lane(at.val[0], wa, tb)
+        if fast is not None:
+            return fast
     bounds = []
     if wa.any():
         bounds += [int(at.val[wa].min()), int(at.val[wa].max())]
@@ -162,6 +166,19 @@ def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
     if use_b:
         counts += np.tensordot(ma.astype(F32), onehot(bt.val, wb, lo, n), axes=([1], [0]))
     return Cov(lo, np.rint(counts).astype(np.int32))
+
+
+def _per_lane(vals: np.ndarray, wa: np.ndarray, tb: np.ndarray) -> Cov | None:
+    """The common case (GEMM's K): the value depends on the lane alone and differs between
+    lanes, so each lane owns one count slot and no summing is needed."""
+    lanes = wa.any(axis=0) & tb.any(axis=1)
+    used = vals[lanes]
+    if used.size == 0 or np.unique(used).size != used.size:
+        return None
+    lo = int(used.min())
+    counts = np.zeros((wa.shape[0], tb.shape[1], int(used.max()) + 1 - lo), dtype=np.int32)
+    counts[:, :, used - lo] = wa[:, lanes][:, None, :] & tb[lanes, :].T[None, :, :]
+    return Cov(lo, counts)
 
 
 def _lane_sum(c: Cov, side: str, ta, tb, fa, fb) -> Cov:

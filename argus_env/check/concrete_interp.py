@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import nodes as ir
 from ..dsl.semantic import _assigned
+from ..ir import nodes as ir
 from ..ir.printer import print_expr
 from ..layout.tv import fragment_layout
 from .concrete_dot import dot
@@ -221,6 +221,15 @@ class Interp:
                                 "values are not tracked")
         return v.value
 
+    def fit(self, v: Val, shape: tuple[int, ...], what: str, line: int) -> Val:
+        """`v` broadcast to a tile's shape. The semantic layer does not check the shapes of
+        tag relations (`A.tag`, `A.assert_tags`), so a mismatch is reported here."""
+        try:
+            return bcast(v, shape)
+        except ValueError:
+            raise ConcreteError(f"{what}: a value of shape {v.shape} does not broadcast to the "
+                                f"tile's shape {shape} (write e.g. rows[:, None])", line) from None
+
     def expand(self, e: ir.Subscript) -> Val:
         """`x[:, None]`: tags and coverage move with the elements."""
         x = self.val(e.base)
@@ -314,7 +323,8 @@ def assert_tags(it: Interp, call: ir.Call) -> None:
                            f"not {expect_range(lo, hi)} once each", element=el, tile=x,
                            expected={name: expect_range(lo, hi)}, actual={name: got})
             continue
-        want = it.known(bcast(it.val(rel), x.shape), f"assert_tags {name}")
+        rel_v = it.fit(it.val(rel), x.shape, f"assert_tags: {name}={print_expr(rel)}", line)
+        want = it.known(rel_v, f"assert_tags {name}")
         it.checked("assert_tags", line, "assertion")
         t = x.tags.get(name)
         bad = where if t is None else where & (~t.has | (t.val != want))

@@ -145,7 +145,8 @@ def _loaded_value(it: "Interp", e: ir.Call, ref: Ref, active: np.ndarray) -> np.
     fill = e.arg("other")
     fill = fill.value if isinstance(fill, ir.Const) and fill.value is not None else 0
     read = data[ref.flat()] if data.size else np.zeros(ref.shape, dtype=data.dtype)
-    return np.where(active & ref.in_bounds(), read, fill)
+    value = np.where(active & ref.in_bounds(), read, fill)
+    return value != 0 if ref.param.dtype == "i1" else value
 
 
 # ---------------------------------------------------------------- writes

@@ -105,6 +105,7 @@ def elementwise(it: "Interp", op: str, line: int, vals: list[Val], value) -> Val
     """The common rule of arithmetic, comparisons, `minimum`/`maximum`, unary math."""
     shape = bshape(*(v.shape for v in vals))
     ops = [bcast(v, shape) for v in vals]
+    value = None if value is None else np.asarray(value)   # numpy returns scalars for 0-d
     v = it.probe_at(op, line)
     if v is not None:
         it.capture({"operands": [summary(o, v.element) for o in ops]})
@@ -237,7 +238,7 @@ def tag(it: "Interp", e: ir.Call) -> Val:
     x = it.val(e.arg("x"))
     extra = []
     for name, expr in e.tags:
-        v = bcast(it.val(expr), x.shape)
+        v = it.fit(it.val(expr), x.shape, f"tag: {name}", e.loc.line)
         val = np.asarray(it.known(v, f"tag {name}"), dtype=np.int64)
         extra.append(Val(x.shape, tags={name: Tag(val, np.ones(x.shape, dtype=bool))}))
     v = it.probe_at("tag", e.loc.line)

@@ -137,7 +137,8 @@ def cov_sum(covs: list[Cov], shape: tuple[int, ...]) -> Cov:
         return cov_to(covs[0], shape)
     lo, hi = min(c.lo for c in covs), max(c.hi for c in covs)
     out = np.zeros(tuple(shape) + (hi - lo,), dtype=np.int32)
-    for c in covs:
+    out[..., covs[0].lo - lo:covs[0].hi - lo] = covs[0].counts
+    for c in covs[1:]:
         out[..., c.lo - lo:c.hi - lo] += c.counts
     return Cov(lo, out)
 

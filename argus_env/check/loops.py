@@ -116,7 +116,7 @@ def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:
     ck.quiet += quiet
     ck.env.update(entry)
     ck.env[s.var] = SV((), frame.start + frame.var * frame.step)
-    ck.frames.append(replace(frame, cons=list(frame.cons)))  # a pass's own constraints
+    ck.frames.append(replace(frame, cons=list(frame.cons), carried=set(entry)))
     try:
         ck.block(s.body)
     finally:

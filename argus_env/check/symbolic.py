@@ -14,7 +14,7 @@ depends on the program, not on the sizes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import z3
 
@@ -40,6 +40,7 @@ class Frame:
     start: z3.ArithRef | None = None
     stop: z3.ArithRef | None = None
     step: z3.ArithRef | None = None
+    carried: set = None               # names carried around this loop
 
 
 @dataclass
@@ -198,8 +199,10 @@ class Checker:
         if isinstance(s, ir.Assign):
             v = self.expr(s.value)
             if len(s.targets) == 1:
-                v.origin = print_expr(s.value)
-                self.env[s.targets[0]] = v
+                # a value put into a loop-carried name is a pipeline buffer's content
+                buffer = any(f.carried and s.targets[0] in f.carried for f in self.frames)
+                self.env[s.targets[0]] = replace(v, origin=print_expr(s.value),
+                                                 carried=v.carried or buffer)
             else:
                 for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):
                     self.env[name] = part
@@ -301,8 +304,8 @@ def _lit(value):
 
 def _ev(model, e):
     """Evaluate `e` in `model` to a Python int/bool, or None."""
-    if e is None:
-        return None
+    if e is None or isinstance(e, (int, bool)):
+        return e
     try:
         r = model.eval(e, model_completion=True)
     except z3.Z3Exception:

@@ -260,9 +260,7 @@ def _bijection(ck, tensor: str, ws: list) -> None:
                    "writes it", m, w.shape, tensor=tensor, coords=coords)
         return
     outside = z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])
-    if ck.solve(w.path + [outside]) is not None:
-        ck.report.notes.append(f"{tensor}: a tile origin lies outside; bijection not proven")
-        return
+    m_out = ck.solve(w.path + [outside])
     inst = [p for p in ck.pids] + _instance_vars(w)
     used = [v for v in inst if any(_mentions(b, v) for b in bases)]
     tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
@@ -285,8 +283,16 @@ def _bijection(ck, tensor: str, ws: list) -> None:
                    other={"program_id": [_ev(m, c2(p)) for p in ck.pids]})
         return
     count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)])
-    if count is None:
-        ck.report.notes.append(f"{tensor}: instance count unknown; bijection not proven")
+    if count is not None and m_out is not None and count <= tiles:
+        # injective, and one instance's tile lies outside: fewer tiles inside are written
+        origin = tuple(_ev(m_out, b) for b in bases)
+        ck.violate("bijection", "store", f"the tile of program {tuple(_ev(m_out, p) for p in ck.pids)} "
+                   f"starts at {origin}, outside `{tensor}`; with {count} instances for "
+                   f"{tiles} tiles, some tile is never written", m_out, (), tensor=tensor,
+                   coords=origin)
+    elif count is None or m_out is not None:
+        ck.report.notes.append(f"{tensor}: instance count unknown or tiles outside; "
+                               "bijection not proven")
     elif count < tiles:
         ck.violate("bijection", "store", f"only {count} program instances write tiles of "
                    f"`{tensor}`, which has {tiles} tiles: some are never written", None, (),
@@ -314,14 +320,16 @@ def _count(ck, w, drop: list) -> int | None:
         if any(f.var.eq(d) for d in drop):
             continue
         start, stop, step = (const_value(x) for x in (f.start, f.stop, f.step))
-        axis = next((i for i, p in enumerate(ck.pids) if z3.simplify(f.start).eq(p)), None)
+        axis = next((i for i, p in enumerate(ck.pids)
+                     if _mentions(f.start, p) and const_value(f.start - p) is not None), None)
         if axis is not None and step == ck.grid[axis] and stop is not None:
-            factors[("pid", axis)] = max(stop, 0)  # grid-stride loop over [0, stop)
+            offset = const_value(f.start - ck.pids[axis])  # grid-stride over [offset, stop)
+            factors[("pid", axis)] = max(stop - offset, 0) if offset >= 0 else None
         elif None not in (start, stop, step) and step > 0:
             factors[("loop", id(f))] = max(0, -(-(stop - start) // step))
         else:
             return None
-    return math.prod(factors.values())
+    return None if None in factors.values() else math.prod(factors.values())
 
 
 def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:

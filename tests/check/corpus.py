@@ -1,0 +1,118 @@
+"""Seeded bugs in GEMM programs, each with the invariant that must catch it.
+
+A mutation replaces one piece of text of a correct program of the GEMM task. `expect`
+lists invariants the checker must report (it may report more, as one bug often breaks
+several invariants); `sizes` is a small ragged problem where the bug shows, small enough
+for the concrete enumerator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from argus_env.dsl.program import Program
+from argus_env.task import get_task
+
+SMALL = {"M": 100, "N": 72, "K": 80}
+EXPERT = {"M": 260, "N": 520, "K": 136}   # 3x3 tiles of 128x256: a partial last group
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    base: str                       # program of the GEMM task
+    edits: tuple[tuple[str, str], ...]
+    expect: frozenset[str]
+    sizes: dict = field(default_factory=lambda: dict(SMALL))
+
+    def program(self) -> Program:
+        text = get_task("gemm").program(self.base).text
+        for old, new in self.edits:
+            assert old in text, f"{self.name}: {old!r} not in {self.base}"
+            text = text.replace(old, new, 1)
+        return Program.from_text(text, filename=f"<{self.name}>")
+
+
+def M(name, base, edits, expect, sizes=None):
+    if isinstance(edits[0], str):
+        edits = (edits,)
+    return Mutation(name, base, tuple(edits), frozenset(expect.split()), dict(sizes or SMALL))
+
+
+STORE = "A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))"
+LOAD_A = "a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)"
+LOAD_B = "b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)"
+ASSERT = "A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(0, K))"
+
+CORPUS = [
+    # ---- output ownership and bounds
+    M("store-col-off-by-one", "baseline", (STORE, STORE.replace("c[rows, cols]", "c[rows, cols + 1]")),
+      "ownership"),
+    M("store-row-off-by-one", "baseline", (STORE, STORE.replace("c[rows, cols]", "c[rows + 1, cols]")),
+      "ownership"),
+    M("store-transposed-tile", "baseline", (STORE, STORE.replace("A.cast(acc, A.bf16)",
+                                                                 "A.cast(A.trans(acc), A.bf16)")),
+      "ownership"),
+    M("a-rows-from-pid-n", "baseline", (LOAD_A, LOAD_A.replace("a[rows, ks]", "a[pid_n * BM + A.arange(BM), ks]")),
+      "ownership", {"M": 128, "N": 192, "K": 64}),
+    M("cols-from-pid-m", "baseline", ("cols = pid_n * BN + A.arange(BN)", "cols = pid_m * BN + A.arange(BN)"),
+      "exactly_once", {"M": 128, "N": 128, "K": 64}),
+    M("missing-mask-a", "baseline", (LOAD_A, "a_tile = A.load(a[rows, ks])"), "bounds"),
+    M("missing-mask-b", "baseline", (LOAD_B, "b_tile = A.load(b[ks, cols])"), "bounds"),
+    M("missing-k-mask-b", "baseline", (LOAD_B, LOAD_B.replace("(ks < K, cols < N)", "(None, cols < N)")),
+      "bounds"),
+    M("missing-store-mask", "baseline", (STORE, "A.store(c[rows, cols], A.cast(acc, A.bf16))"), "bounds"),
+    M("store-mask-one-short", "baseline", (STORE, STORE.replace("rows < M,", "rows < M - 1,")),
+      "bijection"),
+    M("row-mask-off-by-one", "baseline", (LOAD_A, LOAD_A.replace("rows < M", "rows <= M")), "bounds"),
+    # ---- contraction
+    M("b-k-shifted", "baseline", (LOAD_B, LOAD_B.replace("b[ks, cols]", "b[ks + 1, cols]")),
+      "contraction"),
+    M("a-k-shifted", "baseline", (LOAD_A, LOAD_A.replace("a[rows, ks]", "a[rows, ks + 1]")),
+      "contraction"),
+    M("a-k-reversed", "baseline", (LOAD_A, LOAD_A.replace("a[rows, ks]", "a[rows, k + BK - 1 - A.arange(BK)]")),
+      "contraction"),
+    M("expert-b-k-shifted", "expert", ("A.load(b[ks, cols], tma=True)", "A.load(b[ks + BK, cols], tma=True)"),
+      "contraction", EXPERT),
+    # ---- reduction coverage
+    M("k-loop-skips-first", "baseline", ("A.range(0, K, BK)", "A.range(BK, K, BK)"), "coverage"),
+    M("k-loop-double-step", "baseline", ("A.range(0, K, BK)", "A.range(0, K, 2 * BK)"), "coverage"),
+    M("k-loop-half-step", "baseline", ("A.range(0, K, BK)", "A.range(0, K, BK // 2)"), "coverage"),
+    M("k-loop-stops-early", "baseline", ("A.range(0, K, BK)", "A.range(0, K - BK, BK)"), "coverage"),
+    M("acc-not-accumulated", "baseline", ("acc = A.dot(a_tile, b_tile, acc)", "acc = A.dot(a_tile, b_tile)"),
+      "coverage"),
+    M("expert-acc-reset-in-loop", "expert", ("ks = k + A.arange(BK)", "ks = k + A.arange(BK)\n            acc = A.zeros((BM, BN), A.f32)"),
+      "coverage", EXPERT),
+    M("expert-k-loop-skips-first", "expert", ("A.range(0, K, BK, stages=3)", "A.range(BK, K, BK, stages=3)"),
+      "coverage", EXPERT),
+    M("assert-covers-too-little", "baseline", (ASSERT, ASSERT.replace("A.covers(0, K)", "A.covers(0, K - 1)")),
+      "coverage"),
+    M("assert-wrong-row", "baseline", (ASSERT, ASSERT.replace("M=rows[:, None]", "M=rows[:, None] + 1")),
+      "assertion"),
+    # ---- program instances and tile maps
+    M("grid-one-short", "baseline", ("A.grid(A.cdiv(M, BM), A.cdiv(N, BN))", "A.grid(A.cdiv(M, BM) - 1, A.cdiv(N, BN))"),
+      "bijection"),
+    M("rows-overlap", "baseline", ("rows = pid_m * BM + A.arange(BM)", "rows = pid_m * (BM // 2) + A.arange(BM)"),
+      "exactly_once", {"M": 128, "N": 72, "K": 64}),
+    M("swizzle-full-group-divisor", "expert", ("pid_n = tile % tiles_per_group // group_m", "pid_n = tile % tiles_per_group // GROUP_M"),
+      "exactly_once bijection", EXPERT),
+    M("swizzle-pid-m-mod-group", "expert", ("pid_m = first_m + tile % group_m", "pid_m = first_m + tile % GROUP_M"),
+      "bijection", EXPERT),
+    M("persistent-skips-tile-0", "expert", ("A.range(A.program_id(0), num_pid_m * num_pid_n", "A.range(A.program_id(0) + 1, num_pid_m * num_pid_n"),
+      "bijection", EXPERT),
+    M("persistent-stride-short", "expert", ("A.num_programs(0), warp", "A.num_programs(0) - 1, warp"),
+      "exactly_once", EXPERT),
+    # ---- split-K and pipelining
+    M("splitk-without-combine", "splitk", ("A.atomic_add(c[rows, cols]", "A.store(c[rows, cols]"),
+      "exactly_once coverage", {"M": 64, "N": 64, "K": 256}),
+    M("splitk-overlapping-ranges", "splitk", ("k_hi = A.minimum(k_lo + k_per_split, K)", "k_hi = A.minimum(k_lo + k_per_split + BK, K)"),
+      "coverage", {"M": 64, "N": 64, "K": 256}),
+    M("splitk-gap", "splitk", ("k_lo = pid_k * k_per_split", "k_lo = pid_k * k_per_split + BK"),
+      "coverage", {"M": 64, "N": 64, "K": 256}),
+    M("prefetch-wrong-slice", "prefetch", ("ahead = ks + BK", "ahead = ks + 2 * BK"),
+      "pipeline"),
+    M("prefetch-consumed-late", "prefetch", (("a_tile = a_next\n        ", ""), ("acc = A.dot(a_tile, b_tile, acc)", "acc = A.dot(a_next, b_tile, acc)")),
+      "pipeline"),
+]
+
+assert len({m.name for m in CORPUS}) == len(CORPUS), "mutation names must be unique"
