@@ -3,6 +3,7 @@
     argus run gemm                    # the task's programs through the whole pipeline
     argus run gemm --program my.py    # a DSL file of yours, same pipeline
     argus lower my.py                 # print the generated Triton source
+    argus check my.py                 # prove its invariants, or print counterexamples
     argus tasks                       # list tasks, programs and shapes
 
 `run` parses and type-checks each program, lowers it to Triton, and runs it against the
@@ -100,6 +101,53 @@ def cmd_lower(args) -> int:
     return 0
 
 
+def _parse_sizes(text: str) -> dict[str, int]:
+    sizes = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        if not name.strip().isidentifier() or not value.strip().isdigit():
+            raise ValueError(f"--sizes wants NAME=INT pairs like M=4096,N=4096,K=4096; got {part!r}")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
+def _task_for(program, name: str | None):
+    from .task import KNOWN_TASKS, TaskInterfaceError, get_task
+    if name:
+        return get_task(name)
+    for candidate in KNOWN_TASKS:
+        try:
+            task = get_task(candidate)
+            task.check_program(program)
+            return task
+        except (KeyError, TaskInterfaceError):
+            continue
+    return None
+
+
+def cmd_check(args) -> int:
+    from .check import check_program
+    from .dsl.program import Program
+    program = Program.from_file(args.file)
+    task = _task_for(program, args.task)
+    if args.sizes:
+        sizes = _parse_sizes(args.sizes)
+    elif task is not None:
+        sizes = dict(task.shapes[0].sizes)
+    else:
+        raise ValueError("give the problem sizes with --sizes, e.g. M=4096,N=4096,K=4096")
+    report = check_program(program, sizes, task, method=args.method)
+    if args.json:
+        print(report.to_json())
+    else:
+        where = f" ({task.name} task)" if task else ""
+        print(f"{args.file}{where} at {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
+        print(report.render(limit=args.limit))
+        for note in report.notes:
+            print(f"note: {note}")
+    return 0 if report.ok else 1
+
+
 def cmd_tasks(args) -> int:
     from .task import KNOWN_TASKS, get_task
     console = _console()
@@ -143,6 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
     low = sub.add_parser("lower", help="print the Triton source generated for a DSL file")
     low.add_argument("file")
     low.set_defaults(fn=cmd_lower)
+    chk = sub.add_parser("check", help="prove a DSL file's invariants or print counterexamples")
+    chk.add_argument("file")
+    chk.add_argument("--task", help="task whose invariants apply (default: found from the "
+                     "program's tensors)")
+    chk.add_argument("--sizes", help="problem sizes, e.g. M=4096,N=4096,K=4096 (default: "
+                     "the task's first shape)")
+    chk.add_argument("--method", default="symbolic", choices=["symbolic", "concrete"])
+    chk.add_argument("--json", action="store_true", help="print the report as JSON")
+    chk.add_argument("--limit", type=int, default=10, help="violations to print")
+    chk.set_defaults(fn=cmd_check)
     tasks = sub.add_parser("tasks", help="list tasks")
     tasks.set_defaults(fn=cmd_tasks)
     return ap
@@ -154,7 +212,7 @@ def main(argv=None) -> int:
     from .task import TaskInterfaceError
     try:
         return args.fn(args)
-    except (DSLError, TaskInterfaceError, FileNotFoundError, KeyError) as e:
+    except (DSLError, TaskInterfaceError, FileNotFoundError, KeyError, ValueError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"argus: error: {msg}", file=sys.stderr)
         return 2

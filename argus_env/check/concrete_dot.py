@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..ir import nodes as ir
+from ..ir.rewrite import walk
 from .concrete_ops import merge_tags, varies
 from .concrete_values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
 
@@ -39,8 +40,7 @@ def dot(it: "Interp", e: ir.Call) -> Val:
         else it.val(acc_e)
     line, layout = e.loc.line, policy(it, e)
     shape = (a.shape[0], b.shape[1])
-    # a hand-pipelined prefetch is a loop-carried operand (SEMANTICS.md, "dot")
-    inv = "pipeline" if a.carried or b.carried else "contraction"
+    inv = "pipeline" if _prefetched(it, e, a, b) else "contraction"
     ta, tb = tagged(a), tagged(b)
     it.checked("dot", line, inv)
     if it.wants(inv, line):
@@ -58,6 +58,18 @@ def dot(it: "Interp", e: ir.Call) -> Val:
         out = Val(shape, None, tags, cov, sets, layout)
     _probe(it, line, a, b, acc, product, out)
     return out
+
+
+def _prefetched(it: "Interp", e: ir.Call, a: Val, b: Val) -> bool:
+    """Whether an operand is loop-carried (SEMANTICS.md, "dot": a hand-pipelined prefetch):
+    it holds the value a loop-carried name had when the iteration began (also through an
+    alias, `a_tile = a_next`), or its expression reads a name the enclosing loops carry
+    (a prefetch buffer consumed in the iteration that refills it)."""
+    if a.carried or b.carried:
+        return True
+    carried = frozenset().union(*it.loops)
+    return any(isinstance(n, ir.Name) and n.id in carried
+               for side in ("a", "b") for n in walk(e.arg(side)))
 
 
 def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, product: Val,

@@ -110,6 +110,7 @@ class Interp:
         self.pid = tuple(pid)
         self.env: dict[str, object] = {}
         self.current: ir.Stmt | None = None   # the statement being run, for `source`
+        self.loops: list[frozenset[str]] = []   # loop-carried names of the enclosing loops
         self.fixed = {p.name for p in self.kernel.params} | set(self.kernel.sizes)
         for p in self.kernel.params:
             if p.kind == "tensor":
@@ -168,6 +169,7 @@ class Interp:
                                 "checker is meant for small sizes", s.loc.line)
         carried = self.sh.carried.get(id(s), frozenset())
         before = set(self.env)
+        self.loops.append(carried)
         for v in trips:
             self.env[s.var] = scalar(v)
             for name in carried:
@@ -175,6 +177,7 @@ class Interp:
                 if isinstance(held, Val):
                     self.env[name] = held.moved(carried=True)
             self.block(s.body)
+        self.loops.pop()
         self.forget(before)
 
     def forget(self, visible: set[str]) -> None:

@@ -41,8 +41,18 @@ def run_loop(ck, s: ir.For) -> None:
     def valid(tt):
         return z3.And(tt >= 0, start + tt * step < stop)
 
-    frame = Frame("loop", [valid(t)] + _grid_stride(ck, start, stop, step, t), t, s.var,
-                  start, stop, step)
+    linear = _grid_stride(ck, start, stop, step, t, valid)
+    cons = [valid(t)] if linear is None else [linear >= 0, linear < stop]
+    frame = Frame("loop", cons, t, s.var, start, stop, step)
+    frame.value = linear if linear is not None else start + t * step
+
+    def at(e):
+        """Substitution pairs moving the body's formulas to iteration e."""
+        pairs = [(t, e)]
+        if linear is not None:
+            pairs.append((linear, start + e * step))
+        return pairs
+    frame.at = at
     body_names = _assigned(s.body)
     carried = [n for n in sorted(body_names) if n in ck.env]
     init = {n: ck.env[n] for n in carried}
@@ -53,32 +63,37 @@ def run_loop(ck, s: ir.For) -> None:
     entry = {}
     for n in carried:
         kind, extra = kinds[n]
-        entry[n] = _entry(ck, kind, extra, init[n], out1[n], t, valid, merge)
+        entry[n] = _entry(ck, kind, extra, init[n], out1[n], t, at, valid, merge)
     out2 = _pass(ck, s, frame, entry, quiet=False)
     if not ck.quiet:
         for n in carried:
             if kinds[n][0] == "acc":
-                _tags_invariant(ck, n, out2[n], t, valid)
+                _tags_invariant(ck, n, out2[n], at, valid)
 
     # after the loop: the number of iterations run, and the exit values
     count = _count(ck, s, start, stop, step, valid)
     ck.env = {k: v for k, v in before.items()}
     for n in carried:
         kind, extra = kinds[n]
-        ck.env[n] = _exit(ck, kind, extra, init[n], out2[n], t, count, valid, merge)
+        ck.env[n] = _exit(ck, kind, extra, init[n], out2[n], t, at, count, valid, merge)
 
 
-def _grid_stride(ck, start, stop, step, t) -> list:
+def _grid_stride(ck, start, stop, step, t, valid):
     """For `A.range(A.program_id(a), stop, A.num_programs(a))` (a persistent grid), the
     pair (program id, iteration) is one linear index v = pid + t*step in [0, stop).
-    Stating it (redundantly) lets the solver reason about v alone."""
+    The body sees the loop variable as that v, constrained only by 0 <= v < stop: the
+    pairs (pid, t) map one-to-one onto those v, so distinct instances are distinct v and
+    a formula that never mentions pid or t needs nothing else. The link v = pid + t*step
+    is added to a query only when it mentions pid or t (`Checker.solve`). This keeps the
+    solver's work on persistent tile maps as small as on a plain grid."""
     from .sym import const_value
     s = const_value(step)
     for axis, pid in enumerate(ck.pids):
         if z3.simplify(start).eq(pid) and s == ck.grid[axis] and s:
-            v = ck.vars.fresh("linear", "point", 0, None)
-            return [v == pid + t * s, v >= 0, v < stop, pid == v % s, t == v / s]
-    return []
+            v = ck.vars.fresh(f"linear", "iter", 0, None)
+            ck.linear.append((pid, t, v, s, [v == pid + t * s, valid(t)]))
+            return v
+    return None
 
 
 def _max_trips(ck, start, stop, step) -> int | None:
@@ -115,8 +130,10 @@ def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:
     saved = dict(ck.env)
     ck.quiet += quiet
     ck.env.update(entry)
-    ck.env[s.var] = SV((), frame.start + frame.var * frame.step)
-    ck.frames.append(replace(frame, cons=list(frame.cons), carried=set(entry)))
+    ck.env[s.var] = SV((), frame.value)
+    inner = replace(frame, cons=list(frame.cons), carried=set(entry))
+    inner.value, inner.at = frame.value, frame.at
+    ck.frames.append(inner)
     try:
         ck.block(s.body)
     finally:
@@ -170,44 +187,44 @@ def _strip(v: SV) -> SV:
     return replace(v, tags={n: g for n, g in v.tags.items() if n != MARK})
 
 
-def _acc_cov(ck, out: SV, t, upto, valid) -> dict:
+def _acc_cov(ck, out: SV, at, upto, valid) -> dict:
     """The body's contributions over iterations t' < upto, as coverage terms."""
     cov = {}
     for name, terms in out.cov.items():
         for term in terms:
             tp = ck.vars.fresh("tp", "iter", 0, None)
             cov.setdefault(name, []).append(Cov(
-                term.bound + (tp,), z3.And(subst(term.dom, [(t, tp)]), valid(tp), tp < upto),
-                subst(term.idx, [(t, tp)]), term.kind))
+                term.bound + (tp,), z3.And(subst(term.dom, at(tp)), valid(tp), tp < upto),
+                subst(term.idx, at(tp)), term.kind))
     return cov
 
 
-def _entry(ck, kind, extra, init: SV, out: SV, t, valid, merge) -> SV:
+def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + t * extra, init.tags, init.cov)
     if kind == "carry":
-        shifted = out.map(lambda e: subst(e, [(t, t - 1)]))
+        shifted = out.map(lambda e: subst(e, at(t - 1)))
         return replace(merge(t == 0, init, shifted), carried=True)
     if kind == "acc":
         # entry tags: the previous iteration's; entry coverage is left empty, so that the
         # body's result holds exactly this iteration's contribution (read at the exit)
-        shifted = _strip(out).map(lambda e: subst(e, [(t, t - 1)]))
+        shifted = _strip(out).map(lambda e: subst(e, at(t - 1)))
         v = merge(t == 0, init, replace(shifted, cov={}))
         return replace(v, cov={}, carried=False, frag=out.frag or init.frag)
     return _havoc(ck, init)
 
 
-def _exit(ck, kind, extra, init: SV, out: SV, t, count, valid, merge) -> SV:
+def _exit(ck, kind, extra, init: SV, out: SV, t, at, count, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + count * extra, init.tags, init.cov)
     if kind == "carry":
-        last = out.map(lambda e: subst(e, [(t, count - 1)]))
+        last = out.map(lambda e: subst(e, at(count - 1)))
         return merge(count == 0, init, last)
     if kind == "acc":
-        last = _strip(out).map(lambda e: subst(e, [(t, count - 1)]))
+        last = _strip(out).map(lambda e: subst(e, at(count - 1)))
         v = merge(count == 0, init, replace(last, cov={}))
         v.cov = {n: list(ts) for n, ts in init.cov.items()}
-        for n, terms in _acc_cov(ck, out, t, count, valid).items():
+        for n, terms in _acc_cov(ck, out, at, count, valid).items():
             v.cov.setdefault(n, []).extend(terms)
         return replace(v, frag=out.frag or init.frag)
     return _havoc(ck, init)
@@ -220,13 +237,13 @@ def _havoc(ck, init: SV) -> SV:
     return SV(init.shape, val)
 
 
-def _tags_invariant(ck, name: str, out: SV, t, valid) -> None:
+def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
     """An accumulator's tags (its row and column, say) are the same in every iteration."""
     t1 = ck.vars.fresh("t1", "iter", 0, None)
     t2 = ck.vars.fresh("t2", "iter", 0, None)
     for tag, (g, v) in _strip(out).tags.items():
-        g1, v1 = subst(g, [(t, t1)]), subst(v, [(t, t1)])
-        g2, v2 = subst(g, [(t, t2)]), subst(v, [(t, t2)])
+        g1, v1 = subst(g, at(t1)), subst(v, at(t1))
+        g2, v2 = subst(g, at(t2)), subst(v, at(t2))
         model = ck.find(z3.And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
         if model is not None:
             ck.violate("tag_conflict", "accumulate", f"accumulator `{name}` receives tag "

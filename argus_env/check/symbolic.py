@@ -91,6 +91,9 @@ class Checker:
         self.pids: list[z3.ArithRef] = []
         self.ufs: dict[str, z3.FuncDeclRef] = {}
         self._pos_cache: dict = {}
+        self.linear: list[tuple] = []  # grid-stride loops: (pid, t, v, step, link)
+        self._qnames: dict = {}
+        self._vmemo: dict = {}
         self.profile: list | None = None  # (seconds, line, result) per query when a list
 
     # ------------------------------------------------------------ queries
@@ -100,7 +103,9 @@ class Checker:
     def solve(self, constraints) -> z3.ModelRef | None:
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
-        s.add(*constraints)
+        constraints = list(constraints)
+        self._qnames = self._var_names(constraints) if self.linear else {}
+        s.add(*constraints, *self._links(self._qnames))
         self.report.queries += 1
         t0 = time.perf_counter()
         r = s.check()
@@ -112,6 +117,54 @@ class Checker:
             self.report.notes.append(f"line {self._line()}: a query was undecided "
                                      f"({s.reason_unknown()})")
         return None
+
+    def _var_names(self, constraints) -> dict:
+        """Variables occurring in a formula, by name (memoised per subformula)."""
+        names: dict = {}
+        for c in constraints:
+            names.update(self._vars_of(c))
+        return names
+
+    def _vars_of(self, e) -> dict:
+        key = e.get_id()
+        hit = self._vmemo.get(key)
+        if hit is not None:
+            return hit[1]
+        if z3.is_const(e):
+            out = {e.decl().name(): e} if e.decl().kind() == z3.Z3_OP_UNINTERPRETED else {}
+        else:
+            out = {}
+            for c in e.children():
+                out.update(self._vars_of(c))
+        self._vmemo[key] = (e, out)
+        return out
+
+    def _links(self, names: dict) -> list:
+        """For each copy of a grid-stride loop's linear index present in a formula that
+        also mentions that copy's program id or iteration counter: v = pid + t*step."""
+        out = []
+        for pid, t, v, _, link in self.linear:
+            vname = v.decl().name()
+            for name in names:
+                if not name.startswith(vname):
+                    continue
+                suffix = name[len(vname):]
+                if pid.decl().name() + suffix in names or t.decl().name() + suffix in names:
+                    pairs = [(x, z3.Int(x.decl().name() + suffix)) for x in (pid, t, v)] \
+                        if suffix else []
+                    out += [z3.substitute(c, *pairs) if pairs else c for c in link]
+        return out
+
+    def _pid_values(self, ev) -> tuple:
+        """Program ids of a counterexample; inside a grid-stride loop they follow from the
+        linear index when the query did not need them."""
+        values = [ev(p) for p in self.pids]
+        for pid, t, v, step, _ in self.linear:
+            if v.decl().name() in self._qnames and pid.decl().name() not in self._qnames:
+                vv = ev(v)
+                if vv is not None:
+                    values[[p.eq(pid) for p in self.pids].index(True)] = vv % step
+        return tuple(values)
 
     def find(self, cond, shape=(), extra=()) -> z3.ModelRef | None:
         """A model of a violation `cond` at the current point, or None if none exists
@@ -140,7 +193,7 @@ class Checker:
         v = Violation(
             invariant=invariant, op=op, line=self._line(), message=message,
             source=_stmt_text(self.stmt), sizes=dict(self.sizes),
-            program_id=tuple(ev(p) for p in self.pids),
+            program_id=self._pid_values(ev),
             names=self._names(ev), element=element, thread=thread, register=register,
             expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
             actual={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (actual or {}).items()},
@@ -156,7 +209,7 @@ class Checker:
         for name, v in self.env.items():
             if v.shape == () and v.val is not None and z3.is_int(v.val):
                 val = ev(v.val)
-                if val is not None and self.kernel.param(name) is None:
+                if val is not None and self.kernel.param(name) is None and name not in self.sizes:
                     out[name] = val
         return out
 

@@ -154,6 +154,19 @@ def check_writes(ck) -> None:
                                 _size_expr(hi_s, ck.sizes))
 
 
+def _differ(ck, w, c1, c2) -> z3.BoolRef:
+    """Two copies of write `w`'s instance are different instances: some program id or
+    loop iteration differs (for a grid-stride loop, its linear index v = pid + t*step)."""
+    inst = list(ck.pids) + _instance_vars(w)
+    parts = []
+    for pid, t, v, _, _ in ck.linear:
+        if any(t.eq(x) for x in inst):
+            parts.append(c1(v) != c2(v))
+            inst = [x for x in inst if not (x.eq(t) or x.eq(pid))]
+    parts += [c1(v) != c2(v) for v in inst]
+    return z3.Or(*parts) if parts else z3.BoolVal(False)
+
+
 def _instance_vars(w) -> list:
     return [f.var for f in w.frames if f.kind == "loop"]
 
@@ -190,10 +203,11 @@ def _exactly_once_tiles(ck, w) -> None:
     """Two instances of one block-form write: same tile origin and a common live element."""
     bases, _ = w._block
     c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
-    inst = list(ck.pids) + _instance_vars(w)
-    differ = z3.Or(*[v != c2(v) for v in inst])
-    m = ck.solve(w.path + [c2(p) for p in w.path] + axis_ranges(w.shape) +
-                 [differ, w.live, c2(w.live)] + [b == c2(b) for b in bases])
+    differ = _differ(ck, w, lambda v: v, c2)
+    same_tile = w.path + [c2(p) for p in w.path] + [differ] + [b == c2(b) for b in bases]
+    m = ck.solve(same_tile)  # no two instances share a tile origin: done
+    if m is not None:  # else: do they share an element both write?
+        m = ck.solve(same_tile + axis_ranges(w.shape) + [w.live, c2(w.live)])
     ck.stmt = w.stmt
     if m is None:
         ck.proven(f"{w.tensor}: each element written once")
@@ -262,6 +276,9 @@ def _bijection(ck, tensor: str, ws: list) -> None:
     outside = z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])
     m_out = ck.solve(w.path + [outside])
     inst = [p for p in ck.pids] + _instance_vars(w)
+    for pid, t, v, _, _ in ck.linear:  # a grid-stride loop's instances are its linear index
+        if any(t.eq(x) for x in inst):
+            inst = [x for x in inst if not (x.eq(t) or x.eq(pid))] + [v]
     used = [v for v in inst if any(_mentions(b, v) for b in bases)]
     tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
     m = None
@@ -310,6 +327,7 @@ def _count(ck, w, drop: list) -> int | None:
     """Program instances (times loop iterations) reaching the write, from the grid and
     loop bounds; None when a bound depends on the instance in an unrecognised way."""
     factors = {("pid", i): n for i, n in enumerate(ck.grid)}
+    drop = [d for d in drop if not any(d.eq(v) for _, _, v, _, _ in ck.linear)]
     for p in drop:
         for i, q in enumerate(ck.pids):
             if p.eq(q):
