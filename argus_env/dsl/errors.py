@@ -20,6 +20,11 @@ class DSLError(Exception):
         where = f"{filename}:{line}: " if line else ""
         super().__init__(f"{where}{message}")
 
+    def with_filename(self, filename: str) -> "DSLError":
+        """The same error, reported against `filename` (the semantic layer sees only IR,
+        which records lines but not the file they came from)."""
+        return type(self)(self.message, self.line, self.col, filename)
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "line": self.line,
                 "col": self.col, "file": self.filename}

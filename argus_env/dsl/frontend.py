@@ -5,7 +5,8 @@ and the import `from argus_env import dsl as A`, and exactly one function decora
 `@A.kernel`. Inside it only the DSL's constructs are accepted; anything else (imports,
 attribute access beyond `A.<op>`, dunder names, calls of non-DSL functions, `while`
 loops, comprehensions, ...) is rejected with a `DSLSyntaxError` naming the line and the
-construct. Size limits are enforced with a `DSLLimitError`.
+construct. Size limits are enforced with a `DSLLimitError`; they are checked without
+recursion before the recursive parser runs, so no text can overflow the Python stack.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Limits:
     max_statements: int = 600
     max_depth: int = 6
     max_unroll: int = 64  # product of nested `A.static_range` trip counts
+    max_expr_depth: int = 100  # nesting of one expression (`-(-(-x))`, `1 + 1 + ...`)
 
 
 DEFAULT_LIMITS = Limits()
@@ -76,11 +78,37 @@ def parse_program(text: str, filename: str = "<program>", line_offset: int = 0,
     except SyntaxError as e:
         raise DSLSyntaxError(f"invalid syntax: {e.msg}", (e.lineno or 0) + line_offset,
                              e.offset or 0, filename) from None
+    except (RecursionError, MemoryError):
+        # CPython's own parser gives up on deeply nested expressions this way
+        raise DSLLimitError("expressions nest too deeply for Python's parser (the DSL allows "
+                            f"{limits.max_expr_depth} levels)", filename=filename) from None
     count = sum(1 for _ in ast.walk(tree))
     if count > limits.max_nodes:
         raise DSLLimitError(f"program has {count} syntax nodes; the limit is {limits.max_nodes}",
                             filename=filename)
+    deep = _too_deep(tree, limits.max_expr_depth)
+    if deep is not None:
+        raise DSLLimitError(f"an expression nests more than {limits.max_expr_depth} deep: "
+                            f"`{_Parser.snippet_of(text, deep)}`",
+                            getattr(deep, "lineno", 0) + line_offset,
+                            getattr(deep, "col_offset", 0), filename)
     return _Parser(text, filename, line_offset, limits).module(tree)
+
+
+def _too_deep(tree: ast.AST, limit: int) -> ast.expr | None:
+    """The first expression (in source order) nested more than `limit` expressions deep.
+
+    Iterative, so it is safe on any tree `ast.parse` returns; the recursive parser (and
+    everything downstream that walks expressions recursively) runs only on shallow trees."""
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.expr):
+            depth += 1
+            if depth > limit:
+                return node
+        stack.extend(reversed([(child, depth) for child in ast.iter_child_nodes(node)]))
+    return None
 
 
 class _Parser:
@@ -90,6 +118,7 @@ class _Parser:
         self.offset = line_offset
         self.limits = limits
         self.alias = "A"
+        self.imported = False  # whether the text imports the DSL (and so fixes the alias)
         self.consts: dict[str, object] = {}
         self.statements = 0
 
@@ -98,7 +127,12 @@ class _Parser:
         return ir.Loc(getattr(node, "lineno", 0) + self.offset, getattr(node, "col_offset", 0))
 
     def snippet(self, node: ast.AST) -> str:
-        seg = ast.get_source_segment(self.text, node) or type(node).__name__
+        return self.snippet_of(self.text, node)
+
+    @staticmethod
+    def snippet_of(text: str, node: ast.AST) -> str:
+        """The source of `node`, on one line and at most 60 characters."""
+        seg = ast.get_source_segment(text, node) or type(node).__name__
         seg = " ".join(seg.split())
         return seg if len(seg) <= 60 else seg[:57] + "..."
 
@@ -115,6 +149,9 @@ class _Parser:
                 and node.value.id == self.alias)
 
     def check_name(self, node: ast.AST, name: str) -> str:
+        if not name.isascii():
+            raise self.error(node, f"name `{name}` is not ASCII; DSL names must be ASCII, so "
+                             "that two names cannot look alike (Latin `a`, Cyrillic `а`)")
         if name.startswith("__"):
             raise self.error(node, f"dunder name `{name}` is not allowed in a DSL program")
         if name in RESERVED or name == self.alias:
@@ -134,6 +171,10 @@ class _Parser:
             if isinstance(node, ast.ImportFrom) and node.module == "argus_env" and node.level == 0 \
                     and len(node.names) == 1 and node.names[0].name == "dsl":
                 self.alias = node.names[0].asname or "dsl"
+                self.imported = True
+                if not self.alias.isascii():
+                    raise self.error(node, f"alias `{self.alias}` is not ASCII; import the DSL "
+                                     "as `A`")
                 continue
             if isinstance(node, ast.FunctionDef):
                 funcs.append(node)
@@ -150,6 +191,10 @@ class _Parser:
 
     def kernel(self, fn: ast.FunctionDef) -> ir.Kernel:
         options = self.decorator(fn)
+        if fn.returns is not None:
+            raise self.reject(fn.returns, "return annotation (kernels return nothing)")
+        if getattr(fn, "type_params", None):  # `def k[T]()`, Python 3.12+
+            raise self.reject(fn, "type parameters")
         params = self.params(fn)
         body = list(fn.body)
         doc = None
@@ -167,9 +212,11 @@ class _Parser:
         call = deco if isinstance(deco, ast.Call) else None
         target = call.func if call else deco
         if not (isinstance(target, ast.Attribute) and target.attr == "kernel"
-                and isinstance(target.value, ast.Name)):
-            raise self.error(deco, f"unknown decorator `{self.snippet(deco)}`; use `@A.kernel`")
-        self.alias = target.value.id
+                and isinstance(target.value, ast.Name)
+                and (target.value.id == self.alias or not self.imported)):
+            raise self.error(deco, f"unknown decorator `{self.snippet(deco)}`; use "
+                             f"`@{self.alias}.kernel`")
+        self.alias = target.value.id  # without the import (an @A.kernel function's source)
         options = {}
         if call:
             if call.args:
@@ -312,6 +359,9 @@ class _Parser:
         it = self.call(node.iter, context="iter")
         if it.fn == "static_range":
             unroll *= self.static_trips(node.iter, it.arg("n"))
+            if unroll > self.limits.max_unroll:
+                raise self.error(node, f"nested A.static_range loops unroll {unroll} times; "
+                                 f"the limit is {self.limits.max_unroll}", DSLLimitError)
         return ir.For(self.check_name(node.target, node.target.id), it,
                       self.block(node.body, depth + 1, unroll), loc=self.loc(node))
 

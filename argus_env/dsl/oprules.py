@@ -1,6 +1,8 @@
 """Typing rules of the DSL ops, one function per op: `rule(typer, call, args) -> Type`.
 
-`args` maps each given argument name to its type. Every rule names its op in its
+`args` maps each given argument name to its type, and, for the ops that take free
+keyword tags (`A.tag`, `A.assert_tags`), each tag name to the type of its value (the
+parser keeps tag names apart from argument names). Every rule names its op in its
 errors, with both shapes or dtypes where two values disagree.
 """
 
@@ -11,7 +13,8 @@ from . import dtypes as D
 from .types import (CoverT, NoneT, RefT, ScalarT, TileT, TupleT, VoidT, shape_of)
 
 # `semantic` imports this module at its end, so these names exist by then.
-from .semantic import PolicyT, Typer, _pow2, _typed, broadcast  # noqa: E402
+from .semantic import (PolicyT, Typer, _check_tile_size, _int64, _pow2, _typed,  # noqa: E402
+                       broadcast)
 
 RULES = {}
 
@@ -59,7 +62,7 @@ def _cdiv(t: Typer, e: ir.Call, args: dict):
     if b.value == 0:
         raise t.err(e, "cdiv: division by zero")
     value = -(-a.value // b.value) if a.value is not None and b.value is not None else None
-    return ScalarT(D.promote(a.dtype, b.dtype), value)
+    return ScalarT(D.promote(a.dtype, b.dtype), _int64(value))
 
 
 @rule("minimum", "maximum")
@@ -78,6 +81,7 @@ def _arange(t: Typer, e: ir.Call, args: dict):
     n = t.const_int(e, args, "n")
     if not _pow2(n):
         raise t.err(e, f"arange: length must be a power of two, got {n}")
+    _check_tile_size(t, e, (n,), e.fn)
     return TileT((n,), D.i32)
 
 
@@ -248,7 +252,8 @@ def _float_unary(t: Typer, e: ir.Call, args: dict):
 @rule("abs")
 def _abs(t: Typer, e: ir.Call, args: dict):
     x = t.number(e, args, "x")
-    return _typed(shape_of(x), x.dtype, abs(x.value) if getattr(x, "value", None) is not None else None)
+    value = abs(x.value) if getattr(x, "value", None) is not None else None
+    return _typed(shape_of(x), x.dtype, _int64(value))
 
 
 @rule("max", "min", "sum")
@@ -313,9 +318,34 @@ def _tag(t: Typer, e: ir.Call, args: dict):
 
 @rule("assert_tags")
 def _assert_tags(t: Typer, e: ir.Call, args: dict):
+    """Each relation is `A.covers(lo, hi)` or a value compared elementwise with the tag, so
+    it must broadcast to the asserted value's shape without enlarging it."""
     if not e.tags:
         raise t.err(e, "assert_tags: give at least one relation, e.g. row=rows")
+    x = t.number(e, args, "x")
+    for name, _ in e.tags:
+        rel = args[name]
+        if isinstance(rel, CoverT):
+            continue
+        if not isinstance(rel, (ScalarT, TileT)):
+            raise t.err(e, f"assert_tags: relation {name} must be a number, a tile or "
+                        f"A.covers(lo, hi), got {rel}")
+        why = _not_broadcast_to(shape_of(rel), shape_of(x))
+        if why:
+            raise t.err(e, f"assert_tags: relation {name} has shape {_shape(shape_of(rel))}, "
+                        f"which does not broadcast to the asserted value's shape "
+                        f"{_shape(shape_of(x))} ({why})")
     return VoidT()
+
+
+def _not_broadcast_to(src: tuple[int, ...], dst: tuple[int, ...]) -> str:
+    """Why numpy broadcasting of `src` does not give exactly `dst` ("" when it does)."""
+    if len(src) > len(dst):
+        return f"{len(src)} axes vs {len(dst)}"
+    for i in range(1, len(src) + 1):
+        if src[-i] not in (1, dst[-i]):
+            return f"axis {len(dst) - i}: {src[-i]} vs {dst[-i]}"
+    return ""
 
 
 @rule("covers")

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..ir import nodes as ir
 from ..ir.printer import print_kernel
 from ..ir.rewrite import structural_hash
+from .errors import DSLError
 from .frontend import DEFAULT_LIMITS, Limits, parse_program
 from .semantic import KernelInfo, infer
 
@@ -42,8 +43,12 @@ class Program:
     @classmethod
     def from_text(cls, text: str, filename: str = "<program>", line_offset: int = 0,
                   limits: Limits = DEFAULT_LIMITS) -> "Program":
-        """Parse (never execute) DSL text and type-check it."""
-        return cls(parse_program(text, filename, line_offset, limits))
+        """Parse (never execute) DSL text and type-check it; errors name `filename`."""
+        kernel = parse_program(text, filename, line_offset, limits)
+        try:
+            return cls(kernel)
+        except DSLError as e:  # the type checker sees IR, which does not record the file
+            raise e.with_filename(filename) from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Program":

@@ -35,6 +35,7 @@ class PolicyT:
 
 
 MAX_TILE_ELEMENTS = 1 << 20  # Triton's limit on the number of elements of one tile
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1  # folded integers beyond these are not constants
 
 
 def _pow2(n: int) -> bool:
@@ -104,6 +105,8 @@ class Typer:
     def const(self, e: ir.Const, scope: Scope) -> Type:
         if e.value is None:
             return NoneT()
+        if _is_nan(e.value):
+            raise self.err(e, "a NaN constant has no DSL spelling (no literal parses to NaN)")
         return ScalarT(_const_dtype(e.value), e.value)
 
     def name(self, e: ir.Name, scope: Scope) -> Type:
@@ -154,7 +157,7 @@ class Typer:
             raise self.err(e, f"operator `~` needs an integer or boolean operand, got {t.dtype.name}")
         if isinstance(t, ScalarT) and t.value is not None:
             value = {"-": lambda v: -v, "~": lambda v: ~v, "not": lambda v: not v}[e.op](t.value)
-            return ScalarT(D.i1 if e.op == "not" else t.dtype, value)
+            return ScalarT(D.i1 if e.op == "not" else t.dtype, _int64(value))
         return t if e.op != "not" else _typed(shape_of(t), D.i1)
 
     def subscript(self, e: ir.Subscript, scope: Scope) -> Type:
@@ -187,7 +190,7 @@ class Typer:
             shape = ()
             for it in types:
                 shape = broadcast(shape, shape_of(it), f"index of `{t.name}`", e.loc)
-        _check_tile_size(self, e, shape)
+        _check_tile_size(self, e, shape, f"index of `{t.name}`")
         return RefT(t, shape, tuple(types), orthogonal)
 
     def expand(self, e: ir.Subscript, t: TileT) -> TileT:
@@ -215,8 +218,10 @@ class Typer:
         if rule is None:
             raise self.err(e, f"op `A.{e.fn}` has no typing rule")
         args = {k: self.expr(v, scope) for k, v in e.args}
-        for k, v in e.tags:
-            self.expr(v, scope)
+        for k, v in e.tags:  # the parser keeps tag names apart from argument names
+            if k in args:
+                raise self.err(e, f"{e.fn}: tag `{k}` has the name of an argument")
+            args[k] = self.expr(v, scope)
         return rule(self, e, args)
 
     # helpers used by the rules
@@ -255,7 +260,7 @@ class Typer:
             if not _pow2(x.value):
                 raise self.err(e, f"{e.fn}: tile dims must be powers of two, got {x.value}")
             dims.append(x.value)
-        _check_tile_size(self, e, tuple(dims))
+        _check_tile_size(self, e, tuple(dims), e.fn)
         return tuple(dims)
 
     def flag(self, e: ir.Call, args: dict, name: str) -> bool:
@@ -267,13 +272,18 @@ class Typer:
         return t.value
 
 
-def _check_tile_size(typer: Typer, node, shape: tuple[int, ...]) -> None:
+def _check_tile_size(typer: Typer, node, shape: tuple[int, ...], what: str) -> None:
+    """Reject a tile of more than MAX_TILE_ELEMENTS; `what` names the op (or the access)."""
     n = 1
     for d in shape:
         n *= d
     if n > MAX_TILE_ELEMENTS:
-        raise typer.err(node, f"tile of shape {shape} has {n} elements; the limit is "
+        raise typer.err(node, f"{what}: tile of shape {shape} has {n} elements; the limit is "
                         f"{MAX_TILE_ELEMENTS}")
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, float) and value != value
 
 
 def _const_dtype(value) -> D.DType:
@@ -284,22 +294,37 @@ def _const_dtype(value) -> D.DType:
     return D.f32
 
 
+def _int64(value):
+    """`value`, or None (not a compile-time constant) for an integer outside int64.
+
+    Bounding every folded integer keeps folding cheap: without it, `a = a * a` repeated
+    forty times builds a number with trillions of digits and hangs the checker."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and not INT64_MIN <= value <= INT64_MAX:
+        return None
+    return value
+
+
 def _fold(op: str, a: Type, b: Type):
-    """Constant-fold two compile-time scalars; None when either is not one."""
+    """Constant-fold two compile-time scalars; None when either is not one, or when the
+    result is not an int64 (see `_int64`) or a shift count lies outside 0..63."""
     if not (isinstance(a, ScalarT) and isinstance(b, ScalarT)):
         return None
     x, y = a.value, b.value
     if x is None or y is None:
         return None
+    if op in ("<<", ">>") and not (isinstance(y, int) and 0 <= y <= 63):
+        return None
     try:
-        return {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
-                "/": lambda: x / y, "//": lambda: x // y, "%": lambda: x % y,
-                "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y,
-                "<<": lambda: x << y, ">>": lambda: x >> y, "<": lambda: x < y,
-                "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y,
-                "==": lambda: x == y, "!=": lambda: x != y}[op]()
+        value = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+                 "/": lambda: x / y, "//": lambda: x // y, "%": lambda: x % y,
+                 "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y,
+                 "<<": lambda: x << y, ">>": lambda: x >> y, "<": lambda: x < y,
+                 "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y,
+                 "==": lambda: x == y, "!=": lambda: x != y}[op]()
     except (ZeroDivisionError, TypeError, ValueError, OverflowError):
         return None
+    return _int64(value)
 
 
 @dataclass
@@ -338,6 +363,10 @@ class _Checker:
             raise DSLTypeError("the first statement of a kernel must be `A.grid(...)`, the "
                                "launch grid", line)
         self.info = KernelInfo(k, body[0].value)
+        for p in k.params:
+            if _is_nan(p.default):
+                raise DSLTypeError(f"parameter `{p.name}`: a NaN default has no DSL spelling "
+                                   "(no literal parses to NaN)", p.loc.line, p.loc.col)
         scope = self.typer.initial_scope()
         self._grid_names(body[0].value, scope)
         self.block(body, scope, in_loop=False)
@@ -389,13 +418,19 @@ class _Checker:
             if not isinstance(v, (ScalarT, TileT)):
                 raise DSLTypeError(f"`{name}` cannot hold {v}; only numbers and tiles are values",
                                    s.loc.line)
-            if name in self.kernel.sizes or self.kernel.param(name) is not None:
-                raise DSLTypeError(f"cannot assign to `{name}`: it is a kernel parameter or "
-                                   "problem size", s.loc.line)
+            self._assignable(name, s)
             scope.names[name] = v
+
+    def _assignable(self, name: str, s: ir.Stmt) -> None:
+        """Parameters and problem sizes are fixed for the whole kernel: no assignment and no
+        loop variable may rebind them."""
+        if name in self.kernel.sizes or self.kernel.param(name) is not None:
+            raise DSLTypeError(f"cannot assign to `{name}`: it is a kernel parameter or "
+                               "problem size", s.loc.line)
 
     def loop(self, s: ir.For, scope: Scope) -> None:
         self.typer.expr(s.iter, scope)
+        self._assignable(s.var, s)
         inner = scope.copy()
         for node in _assigned(s.body):
             if node in inner.names:  # loop-carried: its value varies between iterations

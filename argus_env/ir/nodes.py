@@ -5,12 +5,14 @@ statements (assignments, `for` loops with compiler policies, `if`, and op calls 
 `store`); expressions are trees of constants, names, op calls, arithmetic and subscripts.
 Every node records its source location in `loc`, which takes part in neither equality
 nor hashing: two programs that differ only in where their text sits are the same
-program. Nodes are frozen dataclasses, so structural equality and hashing come free.
+program. Nodes are frozen dataclasses, so structural equality and hashing come free;
+the nodes that hold Python literals (`Const`, `Param`, `Kernel`) compare them by type
+and spelling as well as by value, since `2`, `2.0` and `True` print differently.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Union
 
 
@@ -32,8 +34,41 @@ def _loc() -> Loc:
     return field(default=NOLOC, compare=False, hash=False, repr=False, kw_only=True)
 
 
+def _literal_key(value):
+    """What equality sees of a literal: its type and its repr, so that `2`, `2.0` and `True`
+    differ (Python says they are equal), as do `0.0` and `-0.0`, exactly as in
+    `structural_hash`, which hashes the repr. Tuples (kernel options) are keyed item by item;
+    anything else (names, child nodes) is compared as itself."""
+    if isinstance(value, (bool, int, float)):
+        return type(value).__name__, repr(value)
+    if isinstance(value, tuple):
+        return tuple(_literal_key(v) for v in value)
+    return value
+
+
+def _typed_literals(cls):
+    """Class decorator for a frozen dataclass declared with `eq=False`: equality and hashing
+    over the compared fields, with literals keyed by `_literal_key`."""
+    names = tuple(f.name for f in fields(cls) if f.compare)
+
+    def key(self) -> tuple:
+        return tuple(_literal_key(getattr(self, n)) for n in names)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return key(self) == key(other)
+
+    def __hash__(self) -> int:
+        return hash(key(self))
+
+    cls.__eq__, cls.__hash__ = __eq__, __hash__
+    return cls
+
+
 # ---------------------------------------------------------------- expressions
-@dataclass(frozen=True)
+@_typed_literals
+@dataclass(frozen=True, eq=False)
 class Const:
     """A literal: int, float, bool, or None (as in `x[:, None]` or `mask=None`)."""
 
@@ -166,7 +201,8 @@ Stmt = Union[Assign, For, If, ExprStmt]
 
 
 # ---------------------------------------------------------------- kernel
-@dataclass(frozen=True)
+@_typed_literals
+@dataclass(frozen=True, eq=False)
 class Param:
     """A kernel parameter.
 
@@ -186,7 +222,8 @@ class Param:
     loc: Loc = _loc()
 
 
-@dataclass(frozen=True)
+@_typed_literals
+@dataclass(frozen=True, eq=False)
 class Kernel:
     """A whole DSL program: one kernel with its launch options (`num_warps`, `num_stages`)."""
 

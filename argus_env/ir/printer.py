@@ -3,12 +3,14 @@
 The printer builds a Python `ast` for the program and lets `ast.unparse` handle operator
 precedence, so the text always parses back (through `argus_env.dsl.parse_program`) to an
 equal IR. Only the function signature is laid out by hand, one parameter per line, to
-keep long signatures readable.
+keep long signatures readable; the body is unparsed inside a function definition, so a
+multi-line docstring keeps its text exactly.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 
 from . import nodes as ir
 from .ops import OPS
@@ -30,9 +32,7 @@ def _a(attr: str) -> ast.expr:
 def to_ast(e: ir.Expr) -> ast.expr:
     """The Python expression that spells `e` in DSL text."""
     if isinstance(e, ir.Const):
-        if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) and e.value < 0:
-            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-e.value))
-        return ast.Constant(value=e.value)
+        return _const_ast(e.value)
     if isinstance(e, ir.Name):
         return ast.Name(id=e.id, ctx=ast.Load())
     if isinstance(e, ir.Symbol):
@@ -54,6 +54,17 @@ def to_ast(e: ir.Expr) -> ast.expr:
     if isinstance(e, ir.Call):
         return _call_ast(e)
     raise TypeError(f"printer: no rule for IR node {type(e).__name__}")
+
+
+def _const_ast(value) -> ast.expr:
+    """A literal. Negative numbers (and -0.0) print as `-x`, which the parser folds back into
+    one constant; infinities print as `1e309`, which parses as inf. No literal spells NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError("printer: NaN has no DSL spelling (no literal parses to NaN)")
+    negative = isinstance(value, int) and not isinstance(value, bool) and value < 0
+    if negative or isinstance(value, float) and math.copysign(1.0, value) < 0:
+        return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-value))
+    return ast.Constant(value=value)
 
 
 def _call_ast(call: ir.Call) -> ast.Call:
@@ -90,6 +101,11 @@ def print_expr(e: ir.Expr) -> str:
     return ast.unparse(to_ast(e))
 
 
+def _block_ast(stmts: tuple[ir.Stmt, ...]) -> list[ast.stmt]:
+    """The statements of a block; `pass` for an empty one, which Python cannot spell."""
+    return [_stmt_ast(x) for x in stmts] or [ast.Pass()]
+
+
 def _stmt_ast(s: ir.Stmt) -> ast.stmt:
     if isinstance(s, ir.Assign):
         if len(s.targets) == 1:
@@ -100,9 +116,9 @@ def _stmt_ast(s: ir.Stmt) -> ast.stmt:
         return ast.Assign(targets=[target], value=to_ast(s.value), lineno=0)
     if isinstance(s, ir.For):
         return ast.For(target=ast.Name(id=s.var, ctx=ast.Store()), iter=to_ast(s.iter),
-                       body=[_stmt_ast(x) for x in s.body], orelse=[], lineno=0)
+                       body=_block_ast(s.body), orelse=[], lineno=0)
     if isinstance(s, ir.If):
-        return ast.If(test=to_ast(s.cond), body=[_stmt_ast(x) for x in s.body],
+        return ast.If(test=to_ast(s.cond), body=_block_ast(s.body),
                       orelse=[_stmt_ast(x) for x in s.orelse])
     if isinstance(s, ir.ExprStmt):
         return ast.Expr(value=to_ast(s.value))
@@ -116,22 +132,25 @@ def _param_text(p: ir.Param) -> str:
             dims += f", {ALIAS}.{p.order}"
         return f"{p.name}: {ALIAS}.Tensor[{ALIAS}.{p.dtype}, {dims}]"
     if p.kind == "const":
-        return f"{p.name}: {ALIAS}.const = {p.default!r}"
+        return f"{p.name}: {ALIAS}.const = {print_expr(ir.Const(p.default))}"
     text = f"{p.name}: {ALIAS}.{p.dtype}"
-    return text if p.default is None else f"{text} = {p.default!r}"
+    return text if p.default is None else f"{text} = {print_expr(ir.Const(p.default))}"
 
 
 def print_kernel(k: ir.Kernel) -> str:
     """DSL text of a whole program, starting with the DSL import."""
-    opts = ", ".join(f"{name}={value!r}" for name, value in k.options)
+    opts = ", ".join(f"{name}={print_expr(ir.Const(value))}" for name, value in k.options)
     deco = f"@{ALIAS}.kernel({opts})" if opts else f"@{ALIAS}.kernel"
     params = ",\n".join(f"    {_param_text(p)}" for p in k.params)
     head = f"{deco}\ndef {k.name}(\n{params},\n):\n" if k.params else f"{deco}\ndef {k.name}():\n"
     body_nodes = [_stmt_ast(s) for s in k.body]
     if k.doc is not None:
         body_nodes.insert(0, ast.Expr(value=ast.Constant(value=k.doc)))
-    if not body_nodes:
-        body_nodes = [ast.Pass()]
-    body = ast.unparse(ast.Module(body=body_nodes, type_ignores=[]))
-    indented = "\n".join(("    " + line) if line else line for line in body.splitlines())
-    return f"{HEADER}\n\n{head}{indented}\n"
+    # Unparse the body inside a function, so ast.unparse indents the statements and leaves
+    # the text of a multi-line docstring alone; then drop its `def` line for ours.
+    fn = ast.FunctionDef(name=k.name, args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                                         kw_defaults=[], defaults=[]),
+                         body=body_nodes or [ast.Pass()], decorator_list=[], returns=None,
+                         lineno=0)
+    body = ast.unparse(fn).split("\n", 1)[1]
+    return f"{HEADER}\n\n{head}{body}\n"

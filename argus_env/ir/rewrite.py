@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 from typing import Callable, Iterator
 
 from . import nodes as ir
+from .ops import KERNEL_OPTIONS
 
 
 def children(node) -> Iterator:
@@ -82,6 +84,11 @@ def with_const(kernel: ir.Kernel, name: str, value) -> ir.Kernel:
 
 def with_option(kernel: ir.Kernel, name: str, value) -> ir.Kernel:
     """The kernel with launch option `name` (`num_warps`, `num_stages`) set to `value`."""
+    if name not in KERNEL_OPTIONS:
+        close = difflib.get_close_matches(str(name), KERNEL_OPTIONS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KeyError(f"unknown kernel option {name!r}{hint}; known: "
+                       f"{', '.join(KERNEL_OPTIONS)}")
     opts = dict(kernel.options)
     opts[name] = value
     return dataclasses.replace(kernel, options=tuple(sorted(opts.items())))
