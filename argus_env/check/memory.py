@@ -128,7 +128,7 @@ def write(ck, call: ir.Call) -> None:
     if not ck.quiet:
         ck.writes.append(Write(a.tensor.name, a.coords, z3.And(a.live, a.inbounds), value,
                                call.fn == "atomic_add", tma, a.shape, ck.path(),
-                               list(ck.frames), ck.stmt, {}))
+                               list(ck.frames), ck.stmt, ck.scalars()))
 
 
 def dot(ck, call: ir.Call) -> SV:

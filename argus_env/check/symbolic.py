@@ -177,9 +177,11 @@ class Checker:
         return self.stmt.loc.line if self.stmt is not None else 0
 
     def violate(self, invariant: str, op: str, message: str, model, shape=(),
-                expected=None, actual=None, frag=None, view=None, **extra) -> None:
+                expected=None, actual=None, frag=None, view=None, scope=None,
+                **extra) -> None:
         """Record a violation (one per invariant and line) with its counterexample.
-        `view` renames variables first (the first instance of a two-instance query)."""
+        `view` renames variables first (the first instance of a two-instance query);
+        `scope` gives the scalar variables at the op when it is no longer current."""
         key = (invariant, self._line())
         if self.quiet or key in self.seen:
             return
@@ -194,7 +196,7 @@ class Checker:
             invariant=invariant, op=op, line=self._line(), message=message,
             source=_stmt_text(self.stmt), sizes=dict(self.sizes),
             program_id=self._pid_values(ev),
-            names=self._names(ev), element=element, thread=thread, register=register,
+            names=self._names(ev, scope), element=element, thread=thread, register=register,
             expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
             actual={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (actual or {}).items()},
             **extra)
@@ -204,13 +206,18 @@ class Checker:
         if not self.quiet:
             self.report.proven.append(f"line {self._line()}: {what}")
 
-    def _names(self, ev) -> dict[str, int]:
+    def scalars(self) -> dict[str, z3.ArithRef]:
+        """The integer scalar variables in scope (program ids, loop variables, ...)."""
+        return {name: v.val for name, v in self.env.items()
+                if v.shape == () and v.val is not None and z3.is_int(v.val)
+                and self.kernel.param(name) is None and name not in self.sizes}
+
+    def _names(self, ev, scope=None) -> dict[str, int]:
         out = {}
-        for name, v in self.env.items():
-            if v.shape == () and v.val is not None and z3.is_int(v.val):
-                val = ev(v.val)
-                if val is not None and self.kernel.param(name) is None and name not in self.sizes:
-                    out[name] = val
+        for name, e in (self.scalars() if scope is None else scope).items():
+            val = ev(e)
+            if val is not None:
+                out[name] = val
         return out
 
     # ------------------------------------------------------------ program

@@ -28,7 +28,7 @@ from .values import AXES, Cov, axis_ranges
 
 # ---------------------------------------------------------------- coverage
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
-                 frag=None, defaults=None) -> None:
+                 frag=None, defaults=None, scope=None) -> None:
     ctx = list(context) + axis_ranges(shape)
     ok = True
     for term in terms:
@@ -38,7 +38,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
             ck.violate("coverage", op, f"the reduction over {name} includes {name}="
                        f"{_ev(m, term.idx)}, outside [{_ev(m, lo)}, {_ev(m, hi)})", m, shape,
                        expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
-                       actual={name: term.idx}, frag=frag)
+                       actual={name: term.idx}, frag=frag, scope=scope)
             return
     sums = [t for t in terms if t.kind == "sum"]
     for i, t1 in enumerate(sums):
@@ -54,7 +54,8 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                 ck.violate("coverage", op, f"the reduction over {name} accumulates "
                            f"{name}={_ev(m, t1.idx)} twice", m, shape,
                            expected={f"times {name}={_ev(m, t1.idx)}": 1},
-                           actual={f"times {name}={_ev(m, t1.idx)}": 2}, frag=frag)
+                           actual={f"times {name}={_ev(m, t1.idx)}": 2}, frag=frag,
+                           scope=scope)
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
     covered = [w for t in terms for w in _witnesses(t, x, defaults or {})]
@@ -74,7 +75,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     if ck.solve(ctx + fixed + [anyc]) is None:
         ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
                    m, shape, expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
-                   actual={f"missing {name}": xv}, frag=frag)
+                   actual={f"missing {name}": xv}, frag=frag, scope=scope)
     else:
         ck.report.notes.append(f"line {ck._line()}: completeness of {name} not proven")
 
@@ -218,7 +219,8 @@ def _exactly_once_tiles(ck, w) -> None:
     coords = tuple(_ev(m, c) for c in w.coords)
     ck.violate("exactly_once", w.stmt.value.fn, f"`{w.tensor}{list(coords)}` is written by "
                f"two program instances (the other: program {tuple(other['program_id'])}) "
-               "without an atomic add", m, w.shape, tensor=w.tensor, coords=coords, other=other)
+               "without an atomic add", m, w.shape, tensor=w.tensor, coords=coords, other=other,
+               scope=w.names)
 
 
 def _exactly_once_write(ck, w, w2) -> None:
@@ -248,74 +250,89 @@ def _exactly_once_write(ck, w, w2) -> None:
     ck.violate("exactly_once", "store", f"`{w.tensor}{list(coords)}` is written by two "
                f"program instances (the other: program {tuple(other['program_id'])}, "
                f"element {tuple(other['element'])}, line {other['line']}) without an atomic "
-               "add", m, w.shape, tensor=w.tensor, coords=coords, other=other, view=c1)
+               "add", m, w.shape, tensor=w.tensor, coords=coords, other=other, view=c1,
+               scope=w.names)
 
 
 def _bijection(ck, tensor: str, ws: list) -> None:
+    """Every element of output `tensor` is written: proven by counting for one block-form
+    write; else refuted by an element shown unwritten, else left as a note."""
     ck.stmt = ws[0].stmt
-    if len(ws) > 1:
-        ck.report.notes.append(f"{tensor}: several write statements; bijection not proven")
-        return
-    w = ws[0]
-    rng = axis_ranges(w.shape)
-    if block_form(ck, w) is None:
-        ck.report.notes.append(f"{tensor}: its indices are not aligned tiles `base + arange`; "
-                               "bijection not proven")
-        return
-    bases, blocks = w._block
     dims = ck.kernel.param(tensor).dims
     sizes = [ck.sizes[d] for d in dims]
-    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(w.coords, sizes)])
-    m = ck.solve(w.path + rng + [inb, z3.Not(w.live)])
-    if m is not None:
-        coords = tuple(_ev(m, c) for c in w.coords)
-        ck.violate("bijection", "store", f"`{tensor}{list(coords)}` lies inside the tensor "
-                   "but the instance whose tile holds it masks it off, so no instance "
-                   "writes it", m, w.shape, tensor=tensor, coords=coords)
-        return
-    outside = z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])
-    m_out = ck.solve(w.path + [outside])
+    candidates = [tuple(c) for c in itertools.product(*[(0, n - 1) for n in sizes])]
+    reason = "several write statements"
+    if len(ws) == 1:
+        w = ws[0]
+        reason, definitive = _count_tiles(ck, tensor, w, sizes, candidates)
+        if reason is None:
+            ck.proven(f"{tensor}: every element written (bijective tile map)")
+            return
+        if definitive is not None:
+            message, model, coords = definitive
+            ck.violate("bijection", w.stmt.value.fn, message, model, w.shape if model else (),
+                       tensor=tensor, coords=coords)
+            return
+    for y in dict.fromkeys(candidates):
+        if _unwritten(ck, ws, y):
+            ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
+                       f"`{tensor}{list(y)}`", None, (), tensor=tensor, coords=y,
+                       expected={"writes": ">= 1"}, actual={"writes": 0})
+            return
+    ck.report.notes.append(f"{tensor}: bijection not proven ({reason})")
+
+
+def _unwritten(ck, ws, y) -> bool:
+    """No instance of any write in `ws` writes element `y` (a quantifier-free query)."""
+    for w in ws:
+        m = ck.solve(w.path + axis_ranges(w.shape) +
+                     [w.live] + [c == v for c, v in zip(w.coords, y)])
+        if m is not None:
+            return False
+    return True
+
+
+def _count_tiles(ck, tensor, w, sizes, candidates):
+    """The counting proof for one write whose coordinates are aligned tiles `base + X`.
+    Returns (None, None) when proven, else (reason, definitive violation or None); adds
+    elements worth probing to `candidates`."""
+    if block_form(ck, w) is None:
+        return "its indices are not aligned tiles `base + arange`", None
+    bases, blocks = w._block
+    tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
     inst = [p for p in ck.pids] + _instance_vars(w)
     for pid, t, v, _, _ in ck.linear:  # a grid-stride loop's instances are its linear index
         if any(t.eq(x) for x in inst):
             inst = [x for x in inst if not (x.eq(t) or x.eq(pid))] + [v]
     used = [v for v in inst if any(_mentions(b, v) for b in bases)]
-    tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
-    m = None
-    if getattr(w, "_injective", None) is None or len(used) < len(inst):
+    count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)])
+    injective = getattr(w, "_injective", None)
+    if injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
         differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
-        m = ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + [differ] +
-                     [c1(b) == c2(b) for b in bases])
-    elif not w._injective:
-        ck.violate("bijection", "store", f"two program instances write the same tile of "
-                   f"`{tensor}` (see the exactly_once violation), so with as many instances "
-                   "as tiles some tile is never written", None, (), tensor=tensor)
-        return
-    if m is not None:
-        origin = tuple(_ev(m, c1(b)) for b in bases)
-        ck.violate("bijection", "store", f"two program instances map to the same tile of "
-                   f"`{tensor}` (origin {origin}), so some other tile is never written", m,
-                   w.shape, tensor=tensor, coords=origin, view=c1,
-                   other={"program_id": [_ev(m, c2(p)) for p in ck.pids]})
-        return
-    count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)])
-    if count is not None and m_out is not None and count <= tiles:
-        # injective, and one instance's tile lies outside: fewer tiles inside are written
-        origin = tuple(_ev(m_out, b) for b in bases)
-        ck.violate("bijection", "store", f"the tile of program {tuple(_ev(m_out, p) for p in ck.pids)} "
-                   f"starts at {origin}, outside `{tensor}`; with {count} instances for "
-                   f"{tiles} tiles, some tile is never written", m_out, (), tensor=tensor,
-                   coords=origin)
-    elif count is None or m_out is not None:
-        ck.report.notes.append(f"{tensor}: instance count unknown or tiles outside; "
-                               "bijection not proven")
-    elif count < tiles:
-        ck.violate("bijection", "store", f"only {count} program instances write tiles of "
-                   f"`{tensor}`, which has {tiles} tiles: some are never written", None, (),
-                   tensor=tensor, expected={"tiles": tiles}, actual={"instances": count})
-    else:
-        ck.proven(f"{tensor}: every element written (bijective tile map)")
+        injective = ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + [differ] +
+                             [c1(b) == c2(b) for b in bases]) is None
+    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(w.coords, sizes)])
+    hole = ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
+    if hole is not None:
+        coords = tuple(_ev(hole, c) for c in w.coords)
+        candidates.append(coords)
+        if injective:
+            return "masked element", (f"`{tensor}{list(coords)}` lies inside the tensor but "
+                                      "the only instance whose tile holds it masks it off",
+                                      hole, coords)
+    outside = ck.solve(w.path + [z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])])
+    if count is None:
+        return "instance count unknown", None
+    if hole is None and outside is None and injective and count >= tiles:
+        return None, None
+    if count < tiles or (count == tiles and (outside is not None or not injective)):
+        why = (f"{count} program instances for {tiles} tiles" if count < tiles else
+               "a tile lies outside the tensor" if outside is not None else
+               "two instances write the same tile")
+        return why, (f"some tile of `{tensor}` is never written: {why}, and each instance "
+                     f"writes one tile", None, ())
+    return "more instances than tiles", None
 
 
 def _mentions(e, v) -> bool:
@@ -359,9 +376,10 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
             m = ck.solve(w.path + rng + [w.live, w.value.live()])
             if m is not None:
                 ck.violate("coverage", "store", f"the value stored to `{w.tensor}` is not "
-                           f"a reduction over {name}", m, w.shape)
+                           f"a reduction over {name}", m, w.shape, scope=w.names)
             return
-        exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "store", w.value.frag)
+        exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "store", w.value.frag,
+                     scope=w.names)
         return
     terms, defaults = [], {}
     for w2 in ws:
@@ -377,7 +395,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
             terms.append(Cov(tuple(_unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
                              c(t.idx), t.kind))
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
-                 w.value.frag, defaults)
+                 w.value.frag, defaults, scope=w.names)
 
 
 def _size_expr(text: str, sizes: dict) -> int:
