@@ -58,7 +58,9 @@ def run_loop(ck, s: ir.For) -> None:
     init = {n: ck.env[n] for n in carried}
     before = dict(ck.env)
 
-    out1 = _pass(ck, s, frame, {n: _placeholder(ck, n, init[n]) for n in carried}, quiet=True)
+    # the classifying pass is needed only when something is carried around the loop
+    out1 = _pass(ck, s, frame, {n: _placeholder(ck, n, init[n]) for n in carried},
+                 quiet=True) if carried else {}
     kinds = {n: _classify(out1[n], init[n]) for n in carried}
     entry = {}
     for n in carried:

@@ -92,8 +92,7 @@ class Checker:
         self.ufs: dict[str, z3.FuncDeclRef] = {}
         self._pos_cache: dict = {}
         self.linear: list[tuple] = []  # grid-stride loops: (pid, t, v, step, link)
-        self._qnames: dict = {}
-        self._vmemo: dict = {}
+        self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
 
     # ------------------------------------------------------------ queries
@@ -104,7 +103,7 @@ class Checker:
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
         constraints = list(constraints)
-        self._qnames = self._var_names(constraints) if self.linear else {}
+        self._qnames = self._var_names(constraints) if self.linear else frozenset()
         s.add(*constraints, *self._links(self._qnames))
         self.report.queries += 1
         t0 = time.perf_counter()
@@ -118,28 +117,12 @@ class Checker:
                                      f"({s.reason_unknown()})")
         return None
 
-    def _var_names(self, constraints) -> dict:
-        """Variables occurring in a formula, by name (memoised per subformula)."""
-        names: dict = {}
-        for c in constraints:
-            names.update(self._vars_of(c))
-        return names
+    def _var_names(self, constraints) -> frozenset:
+        """Names of the variables occurring in a formula."""
+        from .values import free_names
+        return frozenset().union(*[free_names(c) for c in constraints])
 
-    def _vars_of(self, e) -> dict:
-        key = e.get_id()
-        hit = self._vmemo.get(key)
-        if hit is not None:
-            return hit[1]
-        if z3.is_const(e):
-            out = {e.decl().name(): e} if e.decl().kind() == z3.Z3_OP_UNINTERPRETED else {}
-        else:
-            out = {}
-            for c in e.children():
-                out.update(self._vars_of(c))
-        self._vmemo[key] = (e, out)
-        return out
-
-    def _links(self, names: dict) -> list:
+    def _links(self, names) -> list:
         """For each copy of a grid-stride loop's linear index present in a formula that
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []

@@ -95,18 +95,29 @@ def move_axes(v: SV, mapping: dict[int, int], shape: tuple[int, ...]) -> SV:
     return out
 
 
+_FREE: dict[int, tuple] = {}  # expr id -> (expr, names of its variables); keeps ids valid
+
+
+def free_names(e) -> frozenset:
+    """Names of the variables in z3 expression `e` (memoised per subexpression)."""
+    key = e.get_id()
+    hit = _FREE.get(key)
+    if hit is not None:
+        return hit[1]
+    if z3.is_const(e):
+        names = frozenset([e.decl().name()]) if e.decl().kind() == z3.Z3_OP_UNINTERPRETED \
+            else frozenset()
+    else:
+        names = frozenset().union(*[free_names(c) for c in e.children()])
+    if len(_FREE) > 500_000:
+        _FREE.clear()
+    _FREE[key] = (e, names)
+    return names
+
+
 def depends_on(e, var) -> bool:
-    """Whether z3 expression `e` mentions `var` (syntactically, after simplification)."""
+    """Whether z3 expression `e` mentions `var` once simplified (x - x does not)."""
     if e is None:
         return False
     name = var.decl().name()
-    todo, seen = [z3.simplify(e)], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().name() == name:
-            return True
-        todo.extend(x.children())
-    return False
+    return name in free_names(e) and name in free_names(z3.simplify(e))

@@ -45,7 +45,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         for t2 in sums[i:]:
             used = free_ids([t2.dom, t2.idx])
             r2 = [(b, ck.vars.fresh("b2", "lane", None, None)) for b in _unique(t2.bound)
-                  if b.get_id() in used]
+                  if b.decl().name() in used]
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
             distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
@@ -89,18 +89,10 @@ def _unique(vs) -> list:
     return out
 
 
-def free_ids(exprs) -> set[int]:
-    """Ids of the variables occurring in `exprs`."""
-    out, todo, seen = set(), list(exprs), set()
-    while todo:
-        e = todo.pop()
-        if e.get_id() in seen:
-            continue
-        seen.add(e.get_id())
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(e.get_id())
-        todo.extend(e.children())
-    return out
+def free_ids(exprs) -> set[str]:
+    """Names of the variables occurring in `exprs`."""
+    from .values import free_names
+    return set().union(*[free_names(e) for e in exprs])
 
 
 def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
