@@ -16,9 +16,9 @@ def gemm(
     A.grid(A.cdiv(M, BM), A.cdiv(N, BN), SPLIT_K)
     pid_m = A.program_id(0)
     pid_n = A.program_id(1)
-    pid_k = A.program_id(2)
     rows = pid_m * BM + A.arange(BM)
     cols = pid_n * BN + A.arange(BN)
+    pid_k = A.program_id(2)
     k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK
     k_lo = pid_k * k_per_split
     k_hi = A.minimum(k_lo + k_per_split, K)

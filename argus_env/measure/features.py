@@ -1,0 +1,208 @@
+"""What a cost model needs to know about a program, read off its IR.
+
+`extract(program, sizes, task)` finds the program's main contraction (the `dot` in the
+deepest runtime loop), its tile shape, and the compiler and hardware policies around it
+(pipeline stages, warps, TMA, warp specialization, persistent grid, split-K, swizzle
+group, operand storage order), and counts the work: programs launched, output tiles,
+useful FLOPs and compulsory bytes. It works on any program, written by a transformation
+or by hand; what it cannot find falls back to the defaults Triton would apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..dsl.program import Program
+from ..dsl.semantic import Scope, Typer
+from ..dsl.types import RefT, ScalarT, TileT
+from ..ir import nodes as ir
+from ..ir.rewrite import walk
+
+TRITON_DEFAULT_STAGES = 3
+
+
+@dataclass(frozen=True)
+class KernelFeatures:
+    """Everything the analytic cost model reads. All sizes in elements unless noted."""
+
+    task: str
+    sizes: tuple[tuple[str, int], ...]
+    flops: float                 # useful floating-point operations (the task's formula)
+    min_bytes: float             # compulsory DRAM traffic: inputs once, outputs once
+    block_m: int                 # the main dot's tile: (block_m x block_k) @ (block_k x block_n)
+    block_n: int
+    block_k: int
+    dots: int                    # dots in the main loop body (attention has two)
+    num_warps: int
+    stages: int                  # software-pipelining depth of the main loop
+    mma: str                     # "wgmma" (Hopper warpgroup MMA) or "mma_v2"
+    tma_loads: bool              # main-loop operands arrive by TMA
+    tma_store: bool
+    warp_specialize: bool
+    persistent: bool             # one program per SM walking tiles
+    grid_programs: int           # programs launched
+    tiles: int                   # output tiles of the main dot (work items), all splits
+    split_k: int                 # programs sharing one output tile's reduction
+    atomic_output: bool
+    group_m: int                 # grouped (L2-friendly) tile order, 1 = row-major
+    kmajor_b: bool               # the B operand is stored k-major (column-major)
+    operand_bytes: int           # bytes per operand element
+    output_bytes: int
+    k_iterations: int            # main-loop trips per tile
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def key(self) -> str:
+        """Canonical configuration key (independent of how the program is written)."""
+        fields = ("block_m", "block_n", "block_k", "num_warps", "stages", "tma_loads",
+                  "tma_store", "warp_specialize", "persistent", "split_k", "atomic_output",
+                  "group_m", "kmajor_b")
+        return ",".join(f"{f}={getattr(self, f)}" for f in fields)
+
+
+def extract(program: Program, sizes: dict[str, int], task=None, num_sms: int = 132) -> KernelFeatures:
+    k = program.kernel
+    finder = _MainDot(program)
+    finder.block(k.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    dot = finder.best
+    bm, bk, bn = dot["shape"] if dot else (16, 16, 16)
+    warps = int(k.option("num_warps", 4))
+    loop = dot["loop"] if dot else None
+    stages = _int_kw(loop, "stages") or int(k.option("num_stages", TRITON_DEFAULT_STAGES))
+    consts = k.consts
+    grid = _grid(program, sizes, consts, num_sms)
+    programs = 1
+    for g in grid:
+        programs *= max(g, 0)
+    persistent = any(isinstance(n, ir.Call) and n.fn == "num_sms" for n in walk(k.body[0]))
+    atomic = bool(program.info.atomic) and not program.info.stored
+    split = grid[2] if len(grid) == 3 and atomic else 1
+    outputs = [p for p in k.tensors if p.name in program.info.outputs]
+    out_dims = outputs[0].dims if outputs else ()
+    tiles_mn = 1
+    for d, b in zip(out_dims[-2:], (bm, bn)):
+        tiles_mn *= -(-sizes.get(d, b) // b)
+    kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
+    flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
+    min_bytes = task.min_bytes(sizes) if task is not None else 0.0
+    k_size = _contracted_size(program, sizes, dot)
+    return KernelFeatures(
+        task=getattr(task, "name", ""), sizes=tuple(sorted(sizes.items())), flops=flops,
+        min_bytes=min_bytes, block_m=bm, block_n=bn, block_k=bk,
+        dots=dot["count"] if dot else 0, num_warps=warps, stages=max(1, stages),
+        mma="wgmma" if warps % 4 == 0 and bm >= 64 else "mma_v2",
+        tma_loads=bool(dot and dot["tma"]), tma_store=finder.tma_store,
+        warp_specialize=finder.warp_specialize, persistent=persistent,
+        grid_programs=programs, tiles=tiles_mn * split, split_k=split, atomic_output=atomic,
+        group_m=int(consts.get("GROUP_M", 1) or 1), kmajor_b=kmajor,
+        operand_bytes=dot["bytes"] if dot else 2,
+        output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
+        k_iterations=max(1, -(-k_size // (bk * split))))
+
+
+class _MainDot:
+    """Walks the program with types, remembering the dot in the deepest runtime loop."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.typer = Typer(program.kernel)
+        self.best: dict | None = None
+        self.tma_store = False
+        self.warp_specialize = False
+
+    def block(self, stmts, scope: Scope, depth: int, loop) -> None:
+        for s in stmts:
+            self.stmt(s, scope, depth, loop)
+
+    def stmt(self, s, scope: Scope, depth: int, loop) -> None:
+        if isinstance(s, ir.For):
+            if _flag(s.iter, "warp_specialize"):
+                self.warp_specialize = True
+            inner = scope.copy()
+            inner.names[s.var] = ScalarT(self.typer.expr(s.iter, scope).dtype)
+            runtime = s.iter.fn == "range"
+            self.block(s.body, inner, depth + runtime, s.iter if runtime else loop)
+            return
+        if isinstance(s, ir.If):
+            self.block(s.body, scope.copy(), depth, loop)
+            self.block(s.orelse, scope.copy(), depth, loop)
+            return
+        value = s.value
+        for node in walk(value):
+            if isinstance(node, ir.Call) and node.fn == "dot":
+                self.dot(node, scope, depth, loop)
+            if isinstance(node, ir.Call) and node.fn == "store" and _flag(node, "tma"):
+                self.tma_store = True
+        if isinstance(s, ir.Assign):
+            t = self.typer.expr(value, scope)
+            if len(s.targets) == 1:
+                scope.names[s.targets[0]] = t
+
+    def dot(self, call: ir.Call, scope: Scope, depth: int, loop) -> None:
+        a, b = self.typer.expr(call.arg("a"), scope), self.typer.expr(call.arg("b"), scope)
+        if not (isinstance(a, TileT) and isinstance(b, TileT)):
+            return
+        tma = all(_loads_tma(call.arg(x)) for x in ("a", "b"))
+        info = {"shape": (a.shape[0], a.shape[1], b.shape[1]), "loop": loop, "depth": depth,
+                "tma": tma, "bytes": a.dtype.itemsize, "count": 1}
+        if self.best is None or depth > self.best["depth"]:
+            self.best = info
+        elif depth == self.best["depth"] and loop is self.best["loop"]:
+            self.best["count"] += 1
+
+
+def _loads_tma(e: ir.Expr) -> bool:
+    loads = [n for n in walk(e) if isinstance(n, ir.Call) and n.fn == "load"]
+    return bool(loads) and all(_flag(n, "tma") for n in loads)
+
+
+def _flag(call, name: str) -> bool:
+    v = call.arg(name) if call is not None else None
+    return isinstance(v, ir.Const) and v.value is True
+
+
+def _int_kw(call, name: str) -> int | None:
+    v = call.arg(name) if call is not None else None
+    return v.value if isinstance(v, ir.Const) and isinstance(v.value, int) else None
+
+
+def _itemsize(dtype: str) -> int:
+    from ..dsl.dtypes import DTYPES
+    return DTYPES[dtype].itemsize
+
+
+def _grid(program: Program, sizes: dict, consts: dict, num_sms: int) -> list[int]:
+    """The launch grid at these sizes (evaluated like the launcher does)."""
+    env = {**consts, **sizes}
+
+    def ev(e):
+        if isinstance(e, ir.Const):
+            return e.value
+        if isinstance(e, ir.Name):
+            return env[e.id]
+        if isinstance(e, ir.BinOp):
+            a, b = ev(e.lhs), ev(e.rhs)
+            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0,
+                    "%": a % b if b else 0}[e.op]
+        if isinstance(e, ir.Call):
+            if e.fn == "num_sms":
+                return num_sms
+            a, b = ev(e.arg("a")), ev(e.arg("b"))
+            return {"cdiv": -(-a // b) if b else 0, "minimum": min(a, b), "maximum": max(a, b)}[e.fn]
+        raise ValueError(f"grid: cannot evaluate {type(e).__name__}")
+    return [int(ev(d)) for d in program.info.grid.arg("dims").elts]
+
+
+def _contracted_size(program: Program, sizes: dict, dot) -> int:
+    """The size of the dimension the main dot reduces over (K for GEMM)."""
+    if not dot:
+        return 1
+    names = [d for p in program.kernel.tensors for d in p.dims]
+    for name in ("K", "D", "SK"):
+        if name in names and name in sizes:
+            return sizes[name]
+    return dot["shape"][1]
+
+
+__all__ = ["KernelFeatures", "extract", "RefT"]

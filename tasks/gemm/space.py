@@ -1,0 +1,262 @@
+"""The GEMM configuration space: one dataclass, one template, the transformation catalog.
+
+`GemmConfig` names every choice a GEMM program makes here; `render` writes the program
+(the baseline, expert and split-K programs in `programs/` are renderings of configs, which
+a test checks). Transformations are edits of one field each, with preconditions on the
+configuration, the problem shape and the hardware profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from argus_env.space import TaskSpace, Transform
+
+SMEM_PER_BLOCK = 232448       # H100/H200 default when no profile is given
+MAX_REGS_PER_THREAD = 255
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 32
+    num_warps: int = 4
+    stages: int | None = None      # None: Triton's default pipelining
+    group_m: int = 1               # grouped tile order for L2 reuse (1 = row-major)
+    split_k: int = 1
+    combine: str | None = None     # how split-K partials combine: None (not yet) or "atomic"
+    persistent: bool = False       # one program per SM walking the tiles
+    tma: bool = False              # TMA tensor-descriptor loads and store
+    warp_specialize: bool = False  # producer/consumer warps on the persistent tile loop
+    kmajor_b: bool = False         # B stored k-major (column-major)
+
+    def summary(self) -> str:
+        parts = [f"{self.block_m}x{self.block_n}x{self.block_k} tiles", f"{self.num_warps} warps"]
+        if self.stages:
+            parts.append(f"{self.stages}-stage pipeline")
+        if self.group_m > 1:
+            parts.append(f"grouped tile order ({self.group_m})")
+        if self.split_k > 1:
+            parts.append(f"split-K x{self.split_k}" + (f" with {self.combine} combine"
+                                                        if self.combine else " (uncombined)"))
+        for flag, text in ((self.persistent, "persistent grid"), (self.tma, "TMA"),
+                           (self.warp_specialize, "warp-specialized"),
+                           (self.kmajor_b, "k-major B")):
+            if flag:
+                parts.append(text)
+        return ", ".join(parts)
+
+
+BASELINE = GemmConfig()
+EXPERT = GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True, warp_specialize=True,
+                    kmajor_b=True)
+SPLITK = GemmConfig(split_k=4, combine="atomic")
+
+
+# ---------------------------------------------------------------- rendering
+def render(c: GemmConfig) -> str:
+    lines = ["from argus_env import dsl as A", "", "",
+             f"@A.kernel(num_warps={c.num_warps})", "def gemm(",
+             '    a: A.Tensor[A.bf16, "M", "K"],',
+             '    b: A.Tensor[A.bf16, "K", "N"' + (", A.col_major" if c.kmajor_b else "") + "],",
+             '    c: A.Tensor[A.bf16, "M", "N"],',
+             f"    BM: A.const = {c.block_m},", f"    BN: A.const = {c.block_n}",
+             f"    BK: A.const = {c.block_k},"]
+    lines[-2] += ","
+    if c.group_m > 1:
+        lines.append(f"    GROUP_M: A.const = {c.group_m},")
+    if c.split_k > 1:
+        lines.append(f"    SPLIT_K: A.const = {c.split_k},")
+    lines += ["):", f'    """GEMM: {c.summary()}."""']
+    body = _grid(c) + _tile_loop(c)
+    return "\n".join(lines + ["    " + b if b else b for b in body]) + "\n"
+
+
+def _grid(c: GemmConfig) -> list[str]:
+    tiles = "A.cdiv(M, BM) * A.cdiv(N, BN)"
+    split = ", SPLIT_K" if c.split_k > 1 else ""
+    if c.persistent:
+        return [f"A.grid(A.minimum(A.num_sms(), {tiles}))",
+                "num_pid_m = A.cdiv(M, BM)", "num_pid_n = A.cdiv(N, BN)"]
+    if c.group_m > 1:
+        return [f"A.grid({tiles}{split})", "num_pid_m = A.cdiv(M, BM)",
+                "num_pid_n = A.cdiv(N, BN)", "tile = A.program_id(0)"]
+    return [f"A.grid(A.cdiv(M, BM), A.cdiv(N, BN){split})",
+            "pid_m = A.program_id(0)", "pid_n = A.program_id(1)"]
+
+
+def _swizzle(c: GemmConfig) -> list[str]:
+    if c.group_m > 1:
+        return ["first_m = (tile // tiles_per_group) * GROUP_M",
+                "group_m = A.minimum(num_pid_m - first_m, GROUP_M)",
+                "pid_m = first_m + tile % group_m",
+                "pid_n = tile % tiles_per_group // group_m"]
+    return ["pid_m = tile // num_pid_n", "pid_n = tile % num_pid_n"]
+
+
+def _tile_loop(c: GemmConfig) -> list[str]:
+    if c.persistent:
+        head = ["tiles_per_group = GROUP_M * num_pid_n"] if c.group_m > 1 else []
+        ws = ", warp_specialize=True" if c.warp_specialize else ""
+        head.append("for tile in A.range(A.program_id(0), num_pid_m * num_pid_n, "
+                    f"A.num_programs(0), flatten=True{ws}):")
+        return head + ["    " + x for x in _swizzle(c) + _tile(c)]
+    if c.group_m > 1:
+        return ["tiles_per_group = GROUP_M * num_pid_n"] + _swizzle(c) + _tile(c)
+    return _tile(c)
+
+
+def _tile(c: GemmConfig) -> list[str]:
+    out = ["rows = pid_m * BM + A.arange(BM)", "cols = pid_n * BN + A.arange(BN)"]
+    lo, hi, bound = "0", "K", "K"
+    if c.split_k > 1:
+        axis = 1 if c.group_m > 1 else 2
+        out += [f"pid_k = A.program_id({axis})",
+                "k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK",
+                "k_lo = pid_k * k_per_split", "k_hi = A.minimum(k_lo + k_per_split, K)"]
+        lo, hi, bound = "k_lo", "k_hi", "k_hi"
+    stages = f", stages={c.stages}" if c.stages else ""
+    out += ["acc = A.zeros((BM, BN), A.f32)", f"for k in A.range({lo}, {hi}, BK{stages}):",
+            "    ks = k + A.arange(BK)"]
+    if c.tma:
+        out += ["    acc = A.dot(A.load(a[rows, ks], tma=True), A.load(b[ks, cols], tma=True), "
+                "acc, mma=A.wgmma)"]
+    else:
+        out += [f"    a_tile = A.load(a[rows, ks], mask=(rows < M, ks < {bound}), other=0.0)",
+                f"    b_tile = A.load(b[ks, cols], mask=(ks < {bound}, cols < N), other=0.0)",
+                "    acc = A.dot(a_tile, b_tile, acc)"]
+    out.append(f"A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers({lo}, {hi}))")
+    value = "A.cast(acc, A.bf16)"
+    if c.split_k > 1 and c.combine == "atomic":
+        out.append(f"A.atomic_add(c[rows, cols], {value}, mask=(rows < M, cols < N))")
+    elif c.tma:
+        out.append(f"A.store(c[rows, cols], {value}, tma=True)")
+    else:
+        out.append(f"A.store(c[rows, cols], {value}, mask=(rows < M, cols < N))")
+    return out
+
+
+# ---------------------------------------------------------------- preconditions
+def _resources(c: GemmConfig, ctx: dict) -> str | None:
+    profile = ctx.get("profile")
+    smem_limit = getattr(profile, "smem_per_block", SMEM_PER_BLOCK)
+    stages = c.stages or 3
+    smem = stages * (c.block_m * c.block_k + c.block_k * c.block_n) * 2
+    smem += c.block_m * c.block_n * 2 if c.tma and not c.split_k > 1 else 0
+    if smem > smem_limit:
+        return (f"shared memory: {stages} stages x ({c.block_m}x{c.block_k} + {c.block_k}x"
+                f"{c.block_n}) bf16{' + output staging' if c.tma else ''} = {smem} B > "
+                f"{smem_limit} B per block")
+    regs = c.block_m * c.block_n // (32 * c.num_warps) + 40
+    limit = getattr(profile, "max_regs_per_thread", MAX_REGS_PER_THREAD)
+    if regs > limit:
+        return (f"registers: the {c.block_m}x{c.block_n} f32 accumulator needs about {regs} "
+                f"registers per thread with {c.num_warps} warps (limit {limit})")
+    if c.block_m < 16 * c.num_warps // 4 or c.block_m * c.block_n < 32 * c.num_warps * 4:
+        return f"{c.num_warps} warps need a larger tile than {c.block_m}x{c.block_n}"
+    return None
+
+
+def _with(change):
+    """A precondition that checks the configuration the transformation would produce."""
+    def check(c: GemmConfig, value, ctx: dict) -> str | None:
+        from dataclasses import replace
+        new = replace(c, **{change: value})
+        return _shape_ok(new, ctx) or _resources(new, ctx)
+    return check
+
+
+def _shape_ok(c: GemmConfig, ctx: dict) -> str | None:
+    sizes = ctx.get("sizes", {})
+    k = sizes.get("K", 0)
+    if c.split_k > 1 and k and -(-k // c.block_k) < c.split_k:
+        return f"split_k {c.split_k} exceeds the {-(-k // c.block_k)} k-tiles of K={k}"
+    if c.tma:
+        profile = ctx.get("profile")
+        if profile is not None and not getattr(profile, "has_tma", True):
+            return f"{getattr(profile, 'name', 'this GPU')} has no TMA unit"
+        bad = [d for d in ("K", "N") if sizes.get(d, 8) % 8]
+        if bad:
+            return (f"TMA needs 16-byte aligned rows: {bad[0]}={sizes[bad[0]]} is not a "
+                    "multiple of 8 bf16 elements")
+    return None
+
+
+def _persistent(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value and c.split_k > 1:
+        return "a persistent grid walks whole tiles; undo split_k first"
+    if not value and c.warp_specialize:
+        return "warp specialization runs on the persistent tile loop; turn it off first"
+    return _with("persistent")(c, value, ctx)
+
+
+def _warp_specialize(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value and not (c.persistent and c.tma):
+        return "warp specialization needs the persistent grid and TMA loads"
+    if value and c.num_warps < 8:
+        return "warp specialization needs at least 8 warps (a producer and consumers)"
+    return _with("warp_specialize")(c, value, ctx)
+
+
+def _split_k(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value > 1 and c.persistent:
+        return "split-K needs a grid axis per split; undo persistent first"
+    return _with("split_k")(c, value, ctx)
+
+
+def _combine(c: GemmConfig, value, ctx: dict) -> str | None:
+    if c.split_k == 1:
+        return "there are no partial sums to combine (split_k is 1)"
+    return None
+
+
+def _tma(c: GemmConfig, value, ctx: dict) -> str | None:
+    if not value and c.warp_specialize:
+        return "warp specialization needs TMA loads; turn it off first"
+    return _with("tma")(c, value, ctx)
+
+
+def _warps(c: GemmConfig, value, ctx: dict) -> str | None:
+    if c.warp_specialize and value < 8:
+        return "warp specialization needs at least 8 warps"
+    return _with("num_warps")(c, value, ctx)
+
+
+TRANSFORMS = (
+    Transform("tile_m", "block_m", (32, 64, 128, 256), "rows of the output tile (BM)", _with("block_m")),
+    Transform("tile_n", "block_n", (32, 64, 128, 256), "columns of the output tile (BN)", _with("block_n")),
+    Transform("tile_k", "block_k", (16, 32, 64, 128), "depth of one k step (BK)", _with("block_k")),
+    Transform("warps", "num_warps", (2, 4, 8), "warps per program", _warps),
+    Transform("stages", "stages", (2, 3, 4, 5), "software-pipelining depth of the k loop", _with("stages")),
+    Transform("swizzle", "group_m", (1, 4, 8, 16), "grouped tile order for L2 reuse (1 = off)", _with("group_m")),
+    Transform("split_k", "split_k", (1, 2, 4, 8), "split the k loop over programs; the "
+              "partial sums stay uncombined until `combine`", _split_k, primitive=True),
+    Transform("combine", "combine", ("atomic",), "combine split-K partial sums with atomic adds", _combine),
+    Transform("persistent", "persistent", (True, False), "one program per SM walking the tiles", _persistent),
+    Transform("tma", "tma", (True, False), "TMA tensor-descriptor loads and store", _tma),
+    Transform("warp_specialize", "warp_specialize", (True, False),
+              "producer/consumer warp specialization of the tile loop", _warp_specialize),
+    Transform("kmajor_b", "kmajor_b", (True, False), "store B k-major (column-major)", _with("kmajor_b")),
+)
+
+
+class GemmSpace(TaskSpace):
+    transforms = TRANSFORMS
+
+    def baseline(self) -> GemmConfig:
+        return BASELINE
+
+    def render(self, config: GemmConfig) -> str:
+        return render(config)
+
+    def after(self, config: GemmConfig, name: str) -> GemmConfig:
+        from dataclasses import replace
+        if name == "split_k" and config.split_k == 1:
+            return replace(config, combine=None)  # nothing left to combine
+        if name == "split_k" and config.combine is not None:
+            return replace(config, combine=None)  # a new split needs its combine again
+        return config
+
+
+SPACE = GemmSpace()
