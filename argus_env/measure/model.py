@@ -1,0 +1,397 @@
+"""The analytic cost model: a program's time on a GPU from its `KernelFeatures` alone.
+
+Rollouts need thousands of throughput figures a second, deterministic and without a GPU,
+so the model is plain arithmetic over the mechanisms that the H200 measurements show:
+
+* **Compute.** Per SM, datasheet peak / SMs x an instruction efficiency (wgmma high,
+  mma_v2 a fraction); for the chip, the measured cuBLAS ceiling x the share its power cap
+  sustains. The chip cap binds on big problems, the per-SM rate when few SMs are busy.
+* **Tile feed.** Each k step pulls (BM + BN) x BK operands from L2 into the SM; this per-SM
+  bandwidth, not the tensor cores, holds small tiles back (64x64 tiles: ~330 TFLOP/s).
+  Feed and MMA overlap more with TMA, warp specialization and more resident warpgroups.
+* **Latency.** S pipeline stages keep S-1 loads in flight: a step lasts at least
+  latency / (S-1), and S=1 exposes it fully. Latency mixes L2 and DRAM by the miss ratio.
+* **DRAM.** A is re-read per tile column and B per tile row unless L2 keeps them; the tile
+  order (grouped, persistent, plain 2D grid) decides what must stay. Split-K adds the
+  zero-fill and read-modify-write of C.
+* **Waves.** The busiest SM runs ceil(tiles / SMs) tiles, `occupancy` at once (shared
+  memory, registers, warps); persistent grids skip per-program start-up and, with their
+  flattened loop, pipeline refills. Per-tile start-up and epilogue weigh on short K loops.
+* **Launch.** A fixed cost per kernel (two with split-K's zero-filled output).
+
+Limits that bind together join by p-norms (soft maxima). The result is asserted to stay
+under the achievable compute ceiling and over the DRAM floor min_bytes / bandwidth. The
+free constants are the fields of `CalibrationParams`, for a fit against recorded tables.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+
+from .features import KernelFeatures
+
+HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"
+REGISTER_OVERHEAD = 40        # registers per thread besides the accumulator (pointers, indices)
+BARRIER_BYTES_PER_STAGE = 8   # one mbarrier per pipeline stage (Triton's 262176 B = 4 stages)
+WARP_COUNTS = (1, 2, 4, 8, 16)
+DTYPE_NAMES = {1: "fp8", 2: "bf16", 4: "fp32"}
+MMA_RATE_SCALE = {1: 2.0, 2: 1.0, 4: 0.5}   # fp8 doubles the bf16 tensor rate, tf32 halves it
+
+
+# ---------------------------------------------------------------- hardware profiles
+@dataclass(frozen=True)
+class HardwareProfile:
+    """One GPU's limits, read from configs/hardware/<name>.yaml (see its `source` map)."""
+
+    name: str
+    description: str
+    sms: int
+    bf16_tflops_peak: float        # datasheet dense bf16
+    bf16_tflops_achievable: float  # measured library ceiling (cuBLAS), the model's cap
+    fp32_tflops: float
+    dram_tbps: float               # measured copy bandwidth (read + write)
+    dram_tbps_peak: float          # datasheet
+    l2_bytes: int
+    l2_tbps: float                 # L2-to-SM tile-load bandwidth, all SMs together
+    l2_latency_us: float
+    dram_latency_us: float
+    smem_per_sm: int
+    smem_per_block: int
+    smem_reserved_per_block: int
+    regs_per_sm: int
+    max_regs_per_thread: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    has_wgmma: bool
+    has_tma: bool
+    has_warp_specialization: bool
+    launch_us: float
+    source: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def _hardware_dir(directory: Path | None) -> Path:
+    return Path(directory or os.environ.get("ARGUS_HARDWARE_DIR") or HARDWARE_DIR)
+
+
+def available_profiles(directory: Path | None = None) -> list[str]:
+    """Profile names (YAML file stems) in the hardware folder."""
+    return sorted(p.stem for p in _hardware_dir(directory).glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def _load(path: Path) -> HardwareProfile:
+    import yaml
+    data = yaml.safe_load(path.read_text()) or {}
+    names = {f.name for f in fields(HardwareProfile)}
+    missing = sorted(names - set(data) - {"source"})
+    extra = sorted(set(data) - names)
+    if missing or extra:
+        raise ValueError(f"{path}: missing fields {missing}, unknown fields {extra}")
+    return HardwareProfile(**data)
+
+
+def load_profile(name: str = "h200", directory: Path | None = None) -> HardwareProfile:
+    """The hardware profile `name`; an unknown name lists the known ones and the closest."""
+    key = name.strip().lower()
+    known = available_profiles(directory)
+    if key not in known:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown hardware profile {name!r}{hint} "
+                         f"(known: {', '.join(known)}; folder {_hardware_dir(directory)})")
+    return _load(_hardware_dir(directory) / f"{key}.yaml")
+
+
+# ---------------------------------------------------------------- free constants, result
+@dataclass(frozen=True)
+class CalibrationParams:
+    """Every free constant of the model, with its H200-fitted value. A fit replaces this."""
+
+    sustained_fraction: float = 0.88   # chip MMA rate, sustained timing / achievable (power cap)
+    wgmma_efficiency: float = 0.90     # per-SM wgmma rate / datasheet per-SM peak
+    mma_v2_efficiency: float = 0.60    # per-SM mma.sync rate / datasheet per-SM peak
+    overlap_plain: float = 0.80        # share of the shorter of (MMA, feed) hidden, no TMA/WS
+    latency_scale: float = 0.65        # pipelined loads' latency / the profile's latencies
+    l2_reuse_onset: float = 0.5        # working set / L2 size where cross-tile reuse starts to fail
+    dram_efficiency: float = 0.85      # re-read streams of a GEMM / copy bandwidth
+    chip_overlap_p: float = 6.0        # p-norm joining the busiest SM's time and the chip cap
+    memory_overlap_p: float = 3.0      # p-norm joining on-chip time and DRAM time
+    unaligned_feed: float = 0.30       # feed-rate factor, non-TMA operand not 16-element aligned
+    atomic_feed: float = 0.25          # atomic-add rate / feed bandwidth (split-K epilogue)
+    program_overhead_us: float = 0.3   # start-up of one program (index math, acc init)
+    step_overhead_us: float = 0.02     # fixed cost of one k step (stage barrier, loop)
+
+
+@dataclass
+class Estimate:
+    """The model's answer for one configuration at one shape."""
+
+    ms: float
+    tflops: float
+    bound: str                     # "compute", "memory", "latency", "launch" ("illegal")
+    legal: bool
+    reasons: list[str]
+    breakdown: dict[str, float]    # named components, ms
+    occupancy: int                 # programs resident per SM
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- resources and legality
+def smem_bytes(f: KernelFeatures) -> int:
+    """Shared memory per program: the operand ring, TMA-store staging, mbarriers."""
+    ring = f.stages * (f.block_m * f.block_k + f.block_k * f.block_n) * f.operand_bytes
+    staging = f.block_m * f.block_n * f.output_bytes if f.tma_store else 0
+    return ring + staging + BARRIER_BYTES_PER_STAGE * f.stages
+
+
+def registers_per_thread(f: KernelFeatures) -> int:
+    """The fp32 accumulator spread over the program's threads, plus fixed overhead."""
+    return f.block_m * f.block_n // (32 * f.num_warps) + REGISTER_OVERHEAD
+
+
+def occupancy(f: KernelFeatures, p: HardwareProfile) -> int:
+    """Programs resident per SM, limited by shared memory, registers, warps and blocks."""
+    threads = 32 * f.num_warps
+    regs = -(-registers_per_thread(f) // 8) * 8           # allocation granularity
+    return max(0, min(p.max_blocks_per_sm, p.max_warps_per_sm // f.num_warps,
+                      p.regs_per_sm // (regs * threads),
+                      p.smem_per_sm // (smem_bytes(f) + p.smem_reserved_per_block)))
+
+
+def legality(f: KernelFeatures, p: HardwareProfile) -> list[str]:
+    """Why this configuration cannot run on `p`, one sentence per reason (empty: it can)."""
+    reasons = []
+    for dim, v in (("block_m", f.block_m), ("block_n", f.block_n), ("block_k", f.block_k)):
+        if v < 16 or v & (v - 1):
+            reasons.append(f"tile: {dim}={v} must be a power of two >= 16")
+    if f.num_warps not in WARP_COUNTS:
+        reasons.append(f"warps: num_warps={f.num_warps} is not one of {WARP_COUNTS}")
+    smem = smem_bytes(f)
+    if smem > p.smem_per_block:
+        dt = DTYPE_NAMES.get(f.operand_bytes, f"{f.operand_bytes}-byte")
+        parts = [f"{f.stages} stages x ({f.block_m}x{f.block_k} + {f.block_k}x{f.block_n}) {dt}"]
+        if f.tma_store:
+            parts.append(f"{f.block_m}x{f.block_n} output staging")
+        parts.append(f"{BARRIER_BYTES_PER_STAGE * f.stages} B barriers")
+        reasons.append(f"shared memory: {' + '.join(parts)} = {smem} B > "
+                       f"{p.smem_per_block} B per block on {p.name}")
+    regs = registers_per_thread(f)
+    if regs > p.max_regs_per_thread:
+        reasons.append(f"registers: the {f.block_m}x{f.block_n} fp32 accumulator over "
+                       f"{32 * f.num_warps} threads needs {regs - REGISTER_OVERHEAD} registers "
+                       f"per thread (+{REGISTER_OVERHEAD} overhead = {regs}) > "
+                       f"{p.max_regs_per_thread}")
+    if f.mma == "wgmma" and not p.has_wgmma:
+        reasons.append(f"wgmma: {p.name} has no warpgroup MMA (Hopper sm_90a only)")
+    elif f.mma == "wgmma" and (f.num_warps % 4 or f.block_m < 64):
+        reasons.append(f"wgmma: needs whole warpgroups and block_m >= 64, got "
+                       f"{f.num_warps} warps and block_m={f.block_m}")
+    if (f.tma_loads or f.tma_store) and not p.has_tma:
+        reasons.append(f"TMA: {p.name} has no tensor memory accelerator (sm_90+)")
+    if f.warp_specialize and not p.has_warp_specialization:
+        reasons.append(f"warp specialization: not available on {p.name} (sm_90+)")
+    return reasons
+
+
+# ---------------------------------------------------------------- geometry and traffic
+@dataclass(frozen=True)
+class _Shape:
+    """The contraction's extents, tile grid and per-step loads (elements, bytes)."""
+
+    m: int
+    n: int
+    k: int
+    gm: int
+    gn: int
+    a_step: float      # bytes of A one k step loads (masked rows cost nothing)
+    b_step: float
+    c_tile: float      # bytes of one output tile
+    a_slow: bool       # operand's contiguous extent not a multiple of 16 (no vector loads)
+    b_slow: bool
+    c_slow: bool
+
+
+def _shape(f: KernelFeatures) -> _Shape:
+    """M, N, K from a GEMM's sizes; for other tasks, a guess from the tile counts."""
+    s = dict(f.sizes)
+    if {"M", "N", "K"} <= s.keys():
+        m, n, k = s["M"], s["N"], s["K"]
+    else:   # another task: a square tile grid, K from the loop trips
+        tiles_mn = max(1, f.tiles // max(1, f.split_k))
+        side = max(1, round(math.sqrt(tiles_mn)))
+        m, n = side * f.block_m, max(1, tiles_mn // side) * f.block_n
+        k = f.k_iterations * f.block_k * f.split_k
+    bk = min(f.block_k, k)
+    rows, cols = min(f.block_m, m), min(f.block_n, n)
+    gemm = {"M", "N", "K"} <= s.keys()
+    plain = gemm and not f.tma_loads
+    return _Shape(m, n, k, -(-m // f.block_m), -(-n // f.block_n),
+                  rows * bk * f.operand_bytes * f.dots, cols * bk * f.operand_bytes * f.dots,
+                  rows * cols * f.output_bytes,
+                  plain and k % 16 != 0, plain and (k if f.kmajor_b else n) % 16 != 0,
+                  gemm and not f.tma_store and n % 16 != 0)
+
+
+def _hit(working_set: float, l2: float, c: CalibrationParams) -> float:
+    """Share of re-reads L2 serves: all below the onset, none past its capacity."""
+    lo = c.l2_reuse_onset * l2
+    return 1.0 if working_set <= lo else max(0.0, (l2 - working_set) / (l2 - lo))
+
+
+def dram_traffic(f: KernelFeatures, sh: _Shape, p: HardwareProfile, c: CalibrationParams,
+                 occ: int) -> tuple[float, float, float, float]:
+    """DRAM bytes of A, B and C, and the chance that a k step waits on DRAM.
+
+    Grouped orders (persistent grids, GROUP_M > 1) walk GROUP_M tile rows per column, so the
+    tiles in flight at once form a window of rows x columns sharing their operand loads; the
+    next window re-reads A only if the window's footprint outgrew L2, and the next band of
+    rows re-reads B unless all of B stays. The ungrouped 2D grid (program_id(0) over M, the
+    fast axis) is taken to share A between no two columns, as the H200 baselines show (they
+    move A once per tile column as soon as A outgrows L2). A window's first touch of an
+    operand chunk comes from DRAM, and every tile sharing it waits that long.
+    """
+    ob, k = f.operand_bytes, sh.k / max(1, f.split_k)
+    a_all, b_all = sh.m * k * ob, k * sh.n * ob                 # one split's slice
+    if not f.persistent and f.group_m <= 1:
+        a_windows, b_windows = max(1, sh.gn), 1
+        a_reads, b_reads = 1 + (a_windows - 1) * (1 - _hit(a_all, p.l2_bytes, c)), 1.0
+    else:
+        g = max(1, min(f.group_m, sh.gm))
+        inflight = max(1, min(f.grid_programs if f.persistent else f.tiles, p.sms * occ))
+        cols = max(1, min(sh.gn, inflight // g))
+        rows = max(1, min(sh.gm, g * max(1, inflight // (g * max(1, sh.gn)))))
+        window = (rows * min(f.block_m, sh.m) + cols * min(f.block_n, sh.n)) * k * ob
+        a_windows, b_windows = max(1, -(-sh.gn // cols)), max(1, -(-sh.gm // rows))
+        a_reads = 1 + (a_windows - 1) * (1 - _hit(window, p.l2_bytes, c))
+        b_reads = 1 + (b_windows - 1) * (1 - _hit(b_all, p.l2_bytes, c))
+    miss = 1.0 - (1.0 - min(1.0, a_reads / a_windows)) * (1.0 - min(1.0, b_reads / b_windows))
+    c_bytes = sh.m * sh.n * f.output_bytes * (3 if f.atomic_output else 1)
+    return sh.m * sh.k * ob * a_reads, sh.k * sh.n * ob * b_reads, c_bytes, miss
+
+
+# ---------------------------------------------------------------- the estimate
+def _mma_rate(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams) -> tuple[float, float]:
+    """(per-SM, whole-chip) MMA rates in FLOP per microsecond."""
+    scale = MMA_RATE_SCALE.get(f.operand_bytes, 1.0)
+    chip = p.bf16_tflops_achievable * 1e6 * c.sustained_fraction * scale
+    if f.mma == "wgmma":
+        per_sm = p.bf16_tflops_peak * 1e6 / p.sms * c.wgmma_efficiency * scale
+    elif f.mma == "mma_v2":
+        per_sm = p.bf16_tflops_peak * 1e6 / p.sms * c.mma_v2_efficiency * scale
+    else:   # plain FMA on the CUDA cores
+        per_sm, chip = p.fp32_tflops * 1e6 / p.sms, min(chip, p.fp32_tflops * 1e6)
+    return per_sm, chip
+
+
+def _waves(f: KernelFeatures, p: HardwareProfile, occ: int) -> tuple[int, int]:
+    """(tiles on the busiest SM, programs it runs at once)."""
+    if f.persistent:
+        programs = max(1, f.grid_programs)
+        slots = min(programs, p.sms * occ)                 # programs resident at once
+        per_sm, rounds = -(-slots // p.sms), -(-programs // slots)
+        return -(-f.tiles // programs) * per_sm * rounds, per_sm
+    n = -(-f.tiles // p.sms)
+    return n, max(1, min(occ, n))
+
+
+def _combine(a: float, b: float, hidden: float) -> float:
+    """Two concurrent activities of which `hidden` of the shorter overlaps the longer."""
+    return max(a, b) + (1.0 - hidden) * min(a, b)
+
+
+def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _Shape,
+             occ: int, miss: float) -> dict[str, float]:
+    """Busiest SM's time (us): throughput-bound (n x work) or latency-bound (rounds x chain)."""
+    n, conc = _waves(f, p, occ)
+    per_sm, _ = _mma_rate(f, p, c)
+    bw = p.l2_tbps * 1e6 / p.sms                                   # bytes per us per SM
+    step_flops = 2.0 * f.block_m * f.block_n * f.block_k * f.dots
+    t_mma = step_flops / (per_sm * min(1.0, f.num_warps / 4))
+    t_mma_sm = step_flops / (per_sm * min(1.0, conc * f.num_warps / 4))
+    t_feed = (sh.a_step / (c.unaligned_feed if sh.a_slow else 1.0)
+              + sh.b_step / (c.unaligned_feed if sh.b_slow else 1.0)) / bw
+    hidden = c.overlap_plain + (1 - c.overlap_plain) * 0.5 * (f.tma_loads + f.warp_specialize)
+    latency = (p.l2_latency_us + (p.dram_latency_us - p.l2_latency_us) * miss) * c.latency_scale
+    groups = f.num_warps / 4                              # warpgroups overlap each other
+    step = _combine(t_mma, t_feed, 1 - (1 - hidden) / max(1.0, groups)) + c.step_overhead_us
+    if f.stages >= 2:
+        chain_step, waits = max(step, latency / (f.stages - 1)), latency / (f.stages - 1) > step
+    else:
+        chain_step, waits = latency + t_mma + t_feed, True
+    epilogue = sh.c_tile / bw / (c.atomic_feed if f.atomic_output else 1.0) \
+        / (c.unaligned_feed if sh.c_slow else 1.0)
+    per_tile = 0.0 if f.persistent else c.program_overhead_us
+    fill = 0.0 if f.persistent else latency              # flattened loops keep the pipe full
+    k = f.k_iterations
+    work = k * (_combine(t_mma_sm, t_feed, 1 - (1 - hidden) / max(1.0, conc * groups))
+                + c.step_overhead_us / conc) + epilogue + per_tile
+    chain = fill + k * chain_step + epilogue + per_tile
+    start = c.program_overhead_us if f.persistent else 0.0
+    return {"busy": n * work, "latency": -(-n // conc) * chain + start,
+            "compute": n * k * t_mma_sm, "feed": n * k * t_feed,
+            "overhead": n * (epilogue + per_tile) + start, "waits": waits}
+
+
+def _pnorm(a: float, b: float, p: float) -> float:
+    """A soft maximum: two limits that bind together cost more than the larger alone."""
+    hi = max(a, b)
+    return hi * (1.0 + (min(a, b) / hi) ** p) ** (1.0 / p) if hi > 0 else 0.0
+
+
+def estimate(f: KernelFeatures, profile: HardwareProfile,
+             params: CalibrationParams | None = None) -> Estimate:
+    """Predicted time and throughput of `f` on `profile` (see the module docstring)."""
+    c, p = params or DEFAULT_PARAMS, profile
+    reasons = legality(f, p)
+    occ = occupancy(f, p)
+    if reasons or occ < 1:
+        reasons = reasons or [f"occupancy: no program fits on one SM of {p.name}"]
+        return Estimate(math.inf, 0.0, "illegal", False, reasons, {}, occ)
+    sh = _shape(f)
+    *dram, miss = dram_traffic(f, sh, p, c, occ)
+    sm = _sm_time(f, p, c, sh, occ, miss)
+    _, chip_rate = _mma_rate(f, p, c)
+    executed = max(f.flops, 2.0 * f.block_m * f.block_n * f.block_k * f.dots
+                   * f.tiles * f.k_iterations)
+    t_chip = executed / chip_rate
+    floor_us = f.min_bytes / (p.dram_tbps * 1e6)
+    t_dram = max(sum(dram) / (p.dram_tbps * 1e6 * c.dram_efficiency), floor_us)
+    t_body = _pnorm(max(sm["busy"], sm["latency"]), t_chip, c.chip_overlap_p)
+    t_kernel = _pnorm(t_body, t_dram, c.memory_overlap_p)
+    launch = p.launch_us * (2 if f.atomic_output else 1)     # split-K zero-fills C first
+    ms = (t_kernel + launch) / 1e3
+    tflops = f.flops / ms / 1e9
+    ceiling = p.bf16_tflops_achievable * MMA_RATE_SCALE.get(f.operand_bytes, 1.0)
+    assert tflops <= ceiling * (1 + 1e-9), f"model above the compute ceiling: {tflops} > {ceiling}"
+    assert ms * 1e3 >= floor_us * (1 - 1e-9), f"model below the DRAM floor: {ms} ms"
+    breakdown = {"compute": max(t_chip, sm["compute"]) / 1e3, "l2_feed": sm["feed"] / 1e3,
+                 "dram": t_dram / 1e3, "latency": sm["latency"] / 1e3,
+                 "tile_overhead": sm["overhead"] / 1e3, "launch": launch / 1e3, "total": ms}
+    return Estimate(ms, tflops, _bound(breakdown, t_kernel, t_chip, sm), True, [], breakdown, occ)
+
+
+def _bound(b: dict[str, float], t_kernel_us: float, t_chip_us: float, sm: dict) -> str:
+    """The limiter: launch if it outweighs the kernel, else the largest on-chip/DRAM term."""
+    if b["launch"] * 1e3 >= t_kernel_us:
+        return "launch"
+    if b["dram"] >= max(sm["busy"], sm["latency"], t_chip_us) / 1e3:
+        return "memory"
+    if t_chip_us >= max(sm["busy"], sm["latency"]):
+        return "compute"
+    if sm["latency"] > sm["busy"] and sm["waits"]:
+        return "latency"
+    return "compute" if sm["compute"] >= sm["feed"] else "memory"
+
+
+DEFAULT_PARAMS = CalibrationParams()
+
+__all__ = ["HardwareProfile", "CalibrationParams", "Estimate", "load_profile",
+           "available_profiles", "legality", "occupancy", "smem_bytes", "registers_per_thread",
+           "dram_traffic", "estimate", "DEFAULT_PARAMS"]
