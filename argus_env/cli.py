@@ -1,15 +1,19 @@
 """The `argus` command.
 
-    argus run gemm                    # the task's programs through the whole pipeline
-    argus run gemm --program my.py    # a DSL file of yours, same pipeline
+    argus run --task gemm --agent greedy --budget 50   # one episode of an agent
+    argus verify gemm                 # the task's programs through the whole pipeline
+    argus verify gemm --program my.py # a DSL file of yours, same pipeline
     argus lower my.py                 # print the generated Triton source
     argus check my.py                 # prove its invariants, or print counterexamples
     argus tasks                       # list tasks, programs and shapes
 
-`run` parses and type-checks each program, lowers it to Triton, and runs it against the
-torch reference: on a GPU at the task's real shapes when one is present, otherwise under
-the Triton interpreter at small ragged shapes (the embedded CPU default). Results go to
-`runs/<task>__run__<time>.json`.
+`run` plays one episode: the agent transforms the task's baseline program, every program
+is checked, run against the torch reference under the Triton interpreter and measured
+by the cost model (the embedded CPU default); a summary, the best program and its Triton
+source are printed and the episode record is written to `runs/`.
+`verify` parses and type-checks each program, lowers it to Triton, and runs it against
+the torch reference: on a GPU at the task's real shapes when one is present, otherwise
+under the Triton interpreter at small ragged shapes.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _load_program(task, spec: str):
     return spec, task.program(spec)
 
 
-def cmd_run(args) -> int:
+def cmd_verify(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -60,7 +64,7 @@ def cmd_run(args) -> int:
     if args.shapes:
         cases = cases[: args.shapes]
     mode = "GPU, real shapes" if gpu else "CPU, Triton interpreter, reduced shapes"
-    console.print(f"[bold]argus run[/] {task.name}: {len(programs)} program(s) x "
+    console.print(f"[bold]argus verify[/] {task.name}: {len(programs)} program(s) x "
                   f"{len(cases)} shape(s) ({mode})")
     rows = []
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -87,11 +91,85 @@ def cmd_run(args) -> int:
     for r in rows:
         if not r["ok"]:
             console.print(f"[red]{r['program']} @ {r['shape']}[/]: {r['message']}")
-    out = Path(args.out_dir) / f"{task.name}__run__{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = Path(args.out_dir) / f"{task.name}__verify__{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"task": task.name, "mode": mode, "rows": rows}, indent=1))
     console.print(f"results: {out}")
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def cmd_run(args) -> int:
+    """One episode of an agent in a task's environment, with a progress bar and a summary."""
+    import dataclasses
+
+    import gymnasium as gym
+    from rich.panel import Panel
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    from agents import load_agent
+
+    from .envs import ENV_IDS
+
+    console = _console()
+    task_name = args.task or args.task_pos or "gemm"
+    env_id = next((i for i, t in ENV_IDS.items() if t == task_name), None)
+    if env_id is None:
+        raise KeyError(f"no environment for task {task_name!r}; tasks with one: "
+                       f"{', '.join(ENV_IDS.values())}")
+    module = load_agent(args.agent)
+    fields = {f.name for f in dataclasses.fields(module.Args)}
+    agent_args = module.Args(**{k: v for k, v in dict(budget=args.budget, seed=args.seed,
+                                                         shape=args.shape).items() if k in fields})
+    env = gym.make(env_id, measure=args.measure, hardware=args.hardware,
+                   max_episode_steps=max(args.budget, 1))
+    console.print(f"[bold]argus run[/] {env_id} with agent [bold]{args.agent}[/], budget "
+                  f"{args.budget} steps, measure={args.measure} ({args.hardware})")
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        job = bar.add_task("starting", total=args.budget)
+
+        def progress(rec):
+            best = f"{rec.best_frac_anchor:.2f}x library" if rec.best_frac_anchor else "-"
+            bar.update(job, completed=rec.steps,
+                       description=f"{rec.shape}: best {best}, last {rec.action_labels[-1] if rec.action_labels else ''}")
+        record = module.run(env, agent_args, progress=progress)
+    record.seconds = round(time.perf_counter() - t0, 2)
+    env.close()
+    _print_episode(console, record, Table, Panel, Syntax)
+    out = Path(args.out_dir) / (f"{env_id}__{args.agent}__{args.seed}__"
+                                f"{time.strftime('%Y%m%d-%H%M%S')}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(record.to_json())
+    console.print(f"episode record: {out}")
+    return 0
+
+
+def _print_episode(console, r, Table, Panel, Syntax) -> None:
+    from . import lower
+    from .dsl.program import Program
+    t = Table(title=f"{r.env_id} on {r.shape} {tuple(r.sizes.values())}, agent {r.agent}")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    base = f"{r.baseline_tflops:.1f}" if r.baseline_tflops else "-"
+    best = f"{r.best_tflops:.1f}" if r.best_tflops else "-"
+    for name, value in (("steps", r.steps), ("return", f"{r.return_:.3f}"),
+                        ("baseline TFLOP/s", base), ("best TFLOP/s", best),
+                        ("best fraction of library", f"{r.best_frac_anchor:.3f}"),
+                        ("invariant violations met", sum(r.violations_met.values())),
+                        ("violations fixed", r.violations_fixed),
+                        ("invalid actions", r.invalid_actions), ("submitted", r.submitted),
+                        ("seconds", r.seconds)):
+        t.add_row(name, str(value))
+    console.print(t)
+    if r.violations_met:
+        console.print("violations by invariant: " + ", ".join(f"{k} x{v}" for k, v in
+                                                              sorted(r.violations_met.items())))
+    console.print(Panel(Syntax(r.best_program, "python"), title="best program (DSL)"))
+    console.print(Panel(Syntax(lower.source(Program.from_text(r.best_program)), "python"),
+                        title="its Triton source"))
 
 
 def cmd_lower(args) -> int:
@@ -176,18 +254,30 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="argus", description="Argus: GPU kernel optimization "
                                  "environments with statically checked data-flow invariants")
     sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a task's programs through the pipeline")
-    run.add_argument("task", help="task name, e.g. gemm")
-    run.add_argument("--program", action="append", help="program name of the task (baseline, "
-                     "expert) or a DSL file; repeatable; default: all of the task's programs")
-    run.add_argument("--cpu", action="store_true", help="use the Triton interpreter even if a "
-                     "GPU is present")
-    run.add_argument("--split", default="train", choices=["train", "test", "all"],
-                     help="shape split on a GPU")
-    run.add_argument("--shapes", type=int, default=0, help="only the first N shapes")
+    run = sub.add_parser("run", help="run an agent for one episode in a task's environment")
+    run.add_argument("task_pos", nargs="?", metavar="TASK", help="task name (or --task)")
+    run.add_argument("--task", help="task name, e.g. gemm")
+    run.add_argument("--agent", default="greedy", help="agent: greedy, random")
+    run.add_argument("--budget", type=int, default=50, help="environment steps")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--shape", help="shape name of the task's suite (default: drawn)")
+    run.add_argument("--measure", default="model", help="throughput backend: model")
+    run.add_argument("--hardware", default="h200", help="hardware profile in configs/hardware")
     run.add_argument("--out-dir", default="runs")
     run.set_defaults(fn=cmd_run)
+    ver = sub.add_parser("verify", help="run a task's programs through check, lowering and "
+                         "the torch reference")
+    ver.add_argument("task", help="task name, e.g. gemm")
+    ver.add_argument("--program", action="append", help="program name of the task (baseline, "
+                     "expert) or a DSL file; repeatable; default: all of the task's programs")
+    ver.add_argument("--cpu", action="store_true", help="use the Triton interpreter even if a "
+                     "GPU is present")
+    ver.add_argument("--split", default="train", choices=["train", "test", "all"],
+                     help="shape split on a GPU")
+    ver.add_argument("--shapes", type=int, default=0, help="only the first N shapes")
+    ver.add_argument("--seed", type=int, default=0)
+    ver.add_argument("--out-dir", default="runs")
+    ver.set_defaults(fn=cmd_verify)
     low = sub.add_parser("lower", help="print the Triton source generated for a DSL file")
     low.add_argument("file")
     low.set_defaults(fn=cmd_lower)

@@ -57,6 +57,14 @@ class Task:
     #: coverage every element of an output must end with, whatever the program says:
     #: tensor -> {tag name: (lo, hi)}, bounds as DSL expressions over size names
     store_coverage: dict[str, dict[str, tuple[str, str]]] = {}
+    #: the reduced shape at which environments check numerics under the interpreter
+    env_check_shape: dict[str, int] = {}
+    #: measured library throughput per shape (JSON with a "tflops" mapping), and the dims
+    #: that name a shape in it
+    anchors_file = None
+    anchor_dims: tuple[str, ...] = ()
+    #: the transformation space (`argus_env.space.TaskSpace`), if the task has one
+    space = None
 
     def check_program(self, program: Program) -> None:
         """Raise `TaskInterfaceError` unless `program` has the task's tensor signature."""

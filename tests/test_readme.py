@@ -17,7 +17,7 @@ def _quickstart_commands() -> list[str]:
 def test_quickstart_has_two_commands():
     cmds = _quickstart_commands()
     assert len(cmds) == 2, f"expected two commands, got {cmds}"
-    assert "argus run gemm" in cmds[0], cmds[0]
+    assert "argus run --task gemm" in cmds[0], cmds[0]
     assert "pytest" in cmds[1], cmds[1]
     for c in cmds:
         assert "torch==2.13.0" in c, f"torch must be pinned so installs stay small: {c}"

@@ -1,0 +1,1 @@
+"""Search baselines: random search and greedy hill-climbing over env actions."""

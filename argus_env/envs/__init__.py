@@ -1,0 +1,30 @@
+"""Gymnasium environments: `KernelEnv` and the registered task ids.
+
+    import gymnasium as gym, argus_env
+    env = gym.make("Argus-GEMM-v0")                  # discrete actions, cost model
+    env = gym.make("Argus-GEMM-v0", mode="text")     # text actions for LLM agents
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from .kernel_env import KernelEnv  # noqa: F401
+
+MAX_EPISODE_STEPS = 64
+ENV_IDS = {"Argus-GEMM-v0": "gemm"}
+
+
+def register_envs() -> None:
+    for env_id, task in ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point="argus_env.envs.kernel_env:KernelEnv",
+                         kwargs={"task": task}, max_episode_steps=MAX_EPISODE_STEPS)
+
+
+def env_creator(env_config: dict | None = None) -> KernelEnv:
+    """For RLlib: `tune.register_env("argus", env_creator)`; keys are KernelEnv's arguments."""
+    return KernelEnv(env_config=dict(env_config or {}))
+
+
+register_envs()

@@ -1,0 +1,352 @@
+"""`KernelEnv`: the Gymnasium environment shared by every Argus task."""
+
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..check.report import INVARIANTS
+from ..dsl.errors import DSLError
+from ..dsl.program import Program
+from ..lower import source as triton_source
+from ..space import Action, TransformError
+from ..task import get_task
+from .evaluate import Evaluation, Evaluator
+
+PRINTABLE = frozenset(string.printable)
+MAX_TEXT = 20_000
+CONFIG_DIM = 18
+PERF_DIM = 4
+REPORT_DIM = len(INVARIANTS) + 5
+
+
+@dataclass
+class State:
+    """The environment's position: a program (and its configuration, when the program
+    came from the task's transformation space) and what is known about it."""
+
+    config: object | None
+    program: Program
+    evaluation: Evaluation
+
+
+class KernelEnv(gym.Env):
+    """Optimize a GPU kernel by transforming a tile-DSL program.
+
+    ## Description
+    Each episode starts from the task's baseline program at one problem shape. Actions
+    transform the program (tile sizes, pipelining, TMA, split-K, ...) or replace it with
+    DSL text. Every program is first checked statically against the task's data-flow
+    invariants; a program that passes is run against the PyTorch reference (under the
+    Triton interpreter on CPU) and then measured. The agent sees the checker's report,
+    so a broken transformation comes with a counterexample saying what to fix.
+
+    ## Action Space
+    `mode="discrete"`: `Discrete(n)`, an index into the task's catalog of (transformation,
+    value) pairs followed by `undo` and `submit`; `action_mask` in the observation and in
+    `info` marks the legal ones. `mode="text"`: `Text`: a call such as `split_k(4)`,
+    `tile_m(128)`, `undo()`, `submit()`, or a whole program in DSL text (parsed by the
+    whitelisting front end, never executed).
+
+    ## Observation Space
+    `Dict`: `config` (18 floats in [0, 1]: log tile sizes, warps, stages, swizzle group,
+    split-K, flags for persistent/TMA/warp specialization/k-major, grid size, shape),
+    `report` (per-invariant violation counts, log-scaled, then the first violation's
+    class, line, count and element), `perf` (log TFLOP/s, fraction of the roofline,
+    fraction of the library anchor, best fraction so far), `action_mask`
+    (`MultiBinary(n)`); in text mode also `program` and `report_text`.
+
+    ## Rewards
+    From `configs/reward/<reward>.yaml` (default): the potential-based throughput gain
+    `log T_t - log T_{t-1}` over measured programs, a penalty per newly violated
+    invariant, a penalty for a numerical mismatch, a failed compile or an invalid
+    action, and on `submit` the bonus `log(T / T_library)`.
+
+    ## Starting State
+    The task's baseline program at a shape drawn from the split's shape suite with the
+    environment's `np_random` (or `options={"shape": name or sizes}`).
+
+    ## Episode End
+    `terminated` on `submit`; `truncated` after `max_episode_steps` (registration).
+
+    ## Arguments
+    `task` ("gemm"), `mode` ("discrete" | "text"), `measure` ("model"; "table" and
+    "gpu" come with their backends), `hardware` (profile in `configs/hardware/`),
+    `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
+    `correctness` ("interpreter" | "none"). Also accepted as one `env_config` mapping,
+    as RLlib passes them.
+
+    ## Invariants
+    The task's: for GEMM, contraction over matching k, output ownership, every k
+    accumulated exactly once per output element (split-K partials combined), exactly-once
+    writes, in-bounds or masked accesses, bijective program-id remaps, and consistent
+    hand-pipelined prefetches.
+
+    ## Version History
+    - v0: first release.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, task: str = "gemm", mode: str = "discrete", measure: str = "model",
+                 hardware: str = "h200", reward="default", split: str = "train",
+                 correctness: str = "interpreter", render_mode: str | None = None,
+                 env_config: dict | None = None, evaluator: Evaluator | None = None):
+        if env_config:
+            return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
+                                           hardware=hardware, reward=reward, split=split,
+                                           correctness=correctness, render_mode=render_mode),
+                                    **dict(env_config)})
+        if mode not in ("discrete", "text"):
+            raise ValueError(f"mode must be 'discrete' or 'text', got {mode!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        from reward import load_reward
+
+        from ..measure.backends import make_backend
+        self.task = get_task(task)
+        self.space_ = self.task.space
+        if self.space_ is None:
+            raise ValueError(f"task {task!r} has no transformation space")
+        self.mode, self.split, self.render_mode = mode, split, render_mode
+        self.cases = self.task.shape_cases(split)
+        if not self.cases:
+            raise ValueError(f"task {task!r} has no shapes in split {split!r}")
+        backend = make_backend(measure, hardware)
+        self.evaluator = evaluator or Evaluator(self.task, backend, correctness)
+        self.profile = getattr(backend, "profile", None)
+        self.reward_fn = load_reward(reward)
+        self.catalog = self.space_.catalog()
+        n = len(self.catalog)
+        obs = {"config": spaces.Box(0.0, 1.0, (CONFIG_DIM,), np.float32),
+               "report": spaces.Box(0.0, 1e6, (REPORT_DIM,), np.float32),
+               "perf": spaces.Box(0.0, 1e6, (PERF_DIM,), np.float32),
+               "action_mask": spaces.MultiBinary(n)}
+        if mode == "text":
+            obs["program"] = spaces.Text(MAX_TEXT, min_length=0, charset=PRINTABLE)
+            obs["report_text"] = spaces.Text(MAX_TEXT, min_length=0, charset=PRINTABLE)
+            self.action_space = spaces.Text(MAX_TEXT, min_length=0, charset=PRINTABLE)
+        else:
+            self.action_space = spaces.Discrete(n)
+        self.observation_space = spaces.Dict(obs)
+        self.state: State | None = None
+        self.history: list[State] = []
+        self.actions: list[str] = []
+
+    # ------------------------------------------------------------ episode
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.case = self._pick_shape((options or {}).get("shape"))
+        self.sizes = dict(self.case.sizes)
+        config = self.space_.baseline()
+        self.history, self.actions = [], []
+        self.state = self._state(config, self.space_.program(config))
+        base = self.state.evaluation
+        self.baseline_tflops = base.throughput
+        self.best_frac = self._frac(base)
+        self.best_tflops = base.throughput
+        self.last_tflops = base.throughput
+        self.reward_fn.reset(self.state)
+        self.steps = 0
+        self._mask = None
+        return self._obs(), self._info(None, event=None)
+
+    def _pick_shape(self, shape):
+        from ..task import ShapeCase
+        if shape is None:
+            return self.cases[int(self.np_random.integers(len(self.cases)))]
+        if isinstance(shape, str):
+            for c in self.task.shape_cases("all"):
+                if c.name == shape:
+                    return c
+            known = ", ".join(c.name for c in self.task.shape_cases("all"))
+            raise ValueError(f"unknown shape {shape!r}; known: {known}")
+        if isinstance(shape, dict):
+            missing = set(self.task.shapes[0].sizes) - set(shape)
+            if missing or not all(isinstance(v, int) and v > 0 for v in shape.values()):
+                raise ValueError(f"shape needs positive integers for {sorted(self.task.shapes[0].sizes)}")
+            return ShapeCase("custom", dict(shape), "custom")
+        raise ValueError(f"shape must be a name or a mapping of sizes, got {type(shape).__name__}")
+
+    def _state(self, config, program: Program) -> State:
+        return State(config, program, self.evaluator.evaluate(program, self.sizes))
+
+    def _frac(self, ev: Evaluation) -> float:
+        return ev.measurement.frac_anchor if ev.measured else 0.0
+
+    # ------------------------------------------------------------ step
+    def step(self, action):
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        self.steps += 1
+        from reward import StepEvent
+
+        from ..task import TaskInterfaceError
+        prev = self.state
+        try:
+            act = self._parse(action)
+            if act.kind == "transform":
+                config = self.space_.apply(prev.config, act.name, act.value, self._ctx())
+                program = self.space_.program(config)
+            elif act.kind == "program":
+                config, program = None, act.program
+                self.task.check_program(program)
+        except (TransformError, DSLError, TaskInterfaceError) as e:
+            kind = "masked" if isinstance(e, TransformError) and "illegal" in str(e) else \
+                ("transform" if isinstance(e, TransformError) else "parse")
+            self.actions.append(_label(action))
+            self._mask = None
+            reward = self.reward_fn.reward_on_error(kind)
+            info = self._info(None, event=StepEvent("error", kind), error=str(e))
+            return self._obs(), reward, False, False, info
+        self.actions.append(act.label() if act.kind != "program" else act.program.text)
+        if act.kind == "undo":
+            if self.history:
+                self.state = self.history.pop()
+        elif act.kind in ("transform", "program"):
+            self.history.append(prev)
+            self.state = self._state(config, program)
+        self._mask = None
+        event = self._event(act, prev)
+        reward = self.reward_fn.update(event)
+        if event.measured:
+            self.last_tflops = event.throughput
+            self.best_frac = max(self.best_frac, self._frac(self.state.evaluation))
+            self.best_tflops = max(self.best_tflops or 0.0, event.throughput)
+        terminated = act.kind == "submit"
+        return self._obs(), reward, terminated, False, self._info(act, event)
+
+    def _parse(self, action) -> Action:
+        if self.mode == "discrete":
+            if isinstance(action, (bool, str)) or not isinstance(action, (int, np.integer)):
+                raise TransformError(repr(action)[:40], "a discrete action is an integer index")
+            if not 0 <= int(action) < len(self.catalog):
+                raise TransformError(str(action), f"index out of range [0, {len(self.catalog)})")
+            name, value = self.catalog[int(action)]
+            if name in ("undo", "submit"):
+                return Action(name)
+            reason = self.space_.why_illegal(self.state.config, name, value, self._ctx())
+            if reason is not None:
+                raise TransformError(f"{name}({value!r})", f"illegal now: {reason}",
+                                     self.legal_actions()[:12])
+            return Action("transform", name, value)
+        if not isinstance(action, str):
+            raise TransformError(repr(action)[:40], "a text action is a string")
+        text = action.strip()
+        if "@" in text or "def " in text or "\n" in text:
+            program = Program.from_text(text, filename="<action>")
+            return Action("program", program=program)
+        act = self.space_.parse_call(text)
+        if act.kind == "transform":
+            reason = self.space_.why_illegal(self.state.config, act.name, act.value, self._ctx())
+            if reason is not None:
+                raise TransformError(act.label(), f"illegal now: {reason}", self.legal_actions()[:12])
+        return act
+
+    def _ctx(self) -> dict:
+        return {"sizes": self.sizes, "profile": self.profile}
+
+    def _event(self, act: Action, prev: State):
+        from reward import StepEvent
+        ev = self.state.evaluation
+        before = {(v.invariant, v.line) for v in prev.evaluation.report.violations}
+        new = [v for v in ev.report.violations if (v.invariant, v.line) not in before]
+        anchor = ev.measurement.anchor_tflops if ev.measurement is not None else None
+        return StepEvent(act.kind, ev.error, len(new) if act.kind != "undo" else 0,
+                         ev.measured, ev.throughput, self.last_tflops, anchor)
+
+    # ------------------------------------------------------------ observations
+    def legal_actions(self) -> list[str]:
+        mask = self.action_mask()
+        return [f"{n}({v!r})" if v is not None else f"{n}()"
+                for (n, v), ok in zip(self.catalog, mask) if ok]
+
+    def action_mask(self) -> np.ndarray:
+        """Legal actions now (computed once per state)."""
+        if getattr(self, "_mask", None) is not None:
+            return self._mask.copy()
+        mask = np.zeros(len(self.catalog), dtype=np.int8)
+        for i, (name, value) in enumerate(self.catalog):
+            if name == "undo":
+                mask[i] = bool(self.history)
+            elif name == "submit":
+                mask[i] = 1
+            else:
+                mask[i] = self.space_.why_illegal(self.state.config, name, value, self._ctx()) is None
+        self._mask = mask
+        return mask.copy()
+
+    def _obs(self) -> dict:
+        ev = self.state.evaluation
+        obs = {"config": _config_vector(ev, self.sizes),
+               "report": np.clip(ev.report.encode(), 0, None).astype(np.float32),
+               "perf": self._perf(ev), "action_mask": self.action_mask()}
+        if self.mode == "text":
+            obs["program"] = _ascii(self.state.program.text)
+            obs["report_text"] = _ascii(ev.report.render())
+        return obs
+
+    def _perf(self, ev: Evaluation) -> np.ndarray:
+        m = ev.measurement if ev.measured else None
+        return np.array([math.log1p(m.tflops) if m else 0.0, m.frac_roofline if m else 0.0,
+                         m.frac_anchor if m else 0.0, self.best_frac], dtype=np.float32)
+
+    def _info(self, act: Action | None, event, error: str | None = None) -> dict:
+        ev = self.state.evaluation
+        info = {"shape": self.case.name, "sizes": dict(self.sizes),
+                "action": act.label() if act else None, "error": error,
+                "report": ev.report.to_dict(), "report_text": ev.report.render(),
+                "measurement": ev.measurement.to_dict() if ev.measurement else None,
+                "correctness": ev.correctness, "failure": ev.error, "failure_message": ev.message,
+                "action_mask": self.action_mask(), "program": self.state.program.text,
+                "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last)}
+        info["triton"] = _lazy_source(self.state.program) if ev.report.ok else None
+        return info
+
+    def render(self):
+        if self.render_mode != "ansi":
+            return None
+        ev = self.state.evaluation
+        perf = (f"{ev.measurement.tflops:.0f} TFLOP/s ({ev.measurement.frac_anchor:.2f}x library)"
+                if ev.measured else "unmeasured")
+        return f"step {self.steps} on {self.case.name}: {perf}\n{ev.report.render()}\n"
+
+    def close(self):
+        pass
+
+
+def _label(action) -> str:
+    return action if isinstance(action, str) else repr(action)
+
+
+def _ascii(text: str) -> str:
+    text = text.encode("ascii", "replace").decode("ascii")
+    text = "".join(ch if ch in PRINTABLE else "?" for ch in text)
+    return text[:MAX_TEXT]
+
+
+def _lazy_source(program: Program) -> str:
+    try:
+        return triton_source(program)
+    except Exception as e:  # a program the lowering rejects is reported, not raised
+        return f"# lowering failed: {type(e).__name__}: {e}"
+
+
+def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:
+    f = ev.features
+    vec = np.zeros(CONFIG_DIM, dtype=np.float32)
+    dims = list(sizes.values())[:3]
+    vec[15:15 + len(dims)] = [math.log2(max(d, 1)) / 16 for d in dims]
+    if f is None:
+        return np.clip(vec, 0, 1)
+    vec[:15] = [math.log2(f.block_m) / 8, math.log2(f.block_n) / 8, math.log2(f.block_k) / 8,
+                f.num_warps / 16, f.stages / 8, math.log2(f.group_m) / 4, math.log2(f.split_k) / 4,
+                f.persistent, f.tma_loads, f.tma_store, f.warp_specialize, f.kmajor_b,
+                f.atomic_output, math.log2(max(f.grid_programs, 1)) / 24,
+                math.log2(max(f.tiles, 1)) / 24]
+    return np.clip(vec, 0, 1)

@@ -1,0 +1,105 @@
+"""Episode records: what an agent did in an environment, replayable and JSON-serialisable."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+
+
+def versions() -> dict:
+    """Versions of everything that decides an episode's outcome."""
+    import argus_env
+    from argus_env.lower import LOWERING_VERSION
+    out = {"argus": argus_env.__version__, "lowering": LOWERING_VERSION,
+           "python": platform.python_version()}
+    for mod in ("z3", "gymnasium", "triton", "torch", "numpy"):
+        try:
+            m = __import__(mod)
+            out[mod] = m.get_version_string() if mod == "z3" else m.__version__
+        except ImportError:
+            out[mod] = None
+    return out
+
+
+@dataclass
+class EpisodeRecord:
+    task: str
+    env_id: str
+    shape: str
+    sizes: dict
+    agent: str
+    seed: int
+    mode: str
+    measure: str
+    hardware: str
+    actions: list = field(default_factory=list)        # as given to step (index or text)
+    action_labels: list = field(default_factory=list)  # human-readable
+    rewards: list = field(default_factory=list)
+    return_: float = 0.0
+    steps: int = 0
+    submitted: bool = False
+    baseline_tflops: float | None = None
+    best_tflops: float | None = None
+    best_frac_anchor: float = 0.0
+    best_program: str = ""
+    violations_met: dict = field(default_factory=dict)   # invariant -> times seen
+    violations_fixed: int = 0
+    invalid_actions: int = 0
+    seconds: float = 0.0
+    versions: dict = field(default_factory=versions)
+    created: str = field(default_factory=lambda: datetime.datetime.now(
+        datetime.timezone.utc).isoformat(timespec="seconds"))
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["return"] = d.pop("return_")
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EpisodeRecord":
+        d = json.loads(text)
+        d["return_"] = d.pop("return")
+        return cls(**d)
+
+
+class Recorder:
+    """Accumulates an `EpisodeRecord` from the env's observations and infos."""
+
+    def __init__(self, env, agent: str, seed: int):
+        core = env.unwrapped
+        self.env = core
+        self.rec = EpisodeRecord(core.task.name, getattr(env.spec, "id", "") if env.spec else "",
+                                 "", {}, agent, seed, core.mode,
+                                 type(core.evaluator.backend).__name__.replace("Backend", "").lower(),
+                                 getattr(core.profile, "name", ""))
+        self._violated = False
+
+    def start(self, info: dict) -> None:
+        self.rec.shape, self.rec.sizes = info["shape"], info["sizes"]
+        self.rec.baseline_tflops = self.env.baseline_tflops
+        self.rec.best_tflops = self.env.baseline_tflops
+        self.rec.best_program = info["program"]
+        self.rec.best_frac_anchor = info["best_frac_anchor"]
+
+    def step(self, action, reward: float, info: dict) -> None:
+        r = self.rec
+        r.actions.append(action.item() if hasattr(action, "item") else action)
+        r.action_labels.append(info["action"] or f"invalid: {str(action)[:60]}")
+        r.rewards.append(float(reward))
+        r.return_ += float(reward)
+        r.steps += 1
+        r.invalid_actions += info["error"] is not None
+        kinds = {v["invariant"] for v in info["report"]["violations"]}
+        for k in kinds:
+            r.violations_met[k] = r.violations_met.get(k, 0) + 1
+        if self._violated and not kinds and info["error"] is None:
+            r.violations_fixed += 1
+        self._violated = bool(kinds)
+        m = info["measurement"]
+        if m and m["ok"] and info["failure"] is None and (r.best_tflops is None or m["tflops"] > r.best_tflops):
+            r.best_tflops, r.best_program = m["tflops"], info["program"]
+        r.best_frac_anchor = max(r.best_frac_anchor, info["best_frac_anchor"])
+        if info["action"] == "submit()":
+            r.submitted = True

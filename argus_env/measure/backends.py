@@ -1,0 +1,114 @@
+"""Throughput backends behind one interface: `model` (analytic), `table`, `gpu`.
+
+A backend turns (program, problem sizes) into a `Measurement`: time, TFLOP/s, the
+library anchor's TFLOP/s at the same shape, and where the numbers come from. The
+environment and the benchmark runner only see this interface.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..dsl.program import Program
+from .features import KernelFeatures, extract
+
+
+@dataclass
+class Measurement:
+    """One throughput figure with its provenance."""
+
+    backend: str                  # "model", "table", "gpu"
+    ok: bool
+    ms: float = math.nan
+    tflops: float = math.nan
+    anchor_tflops: float = math.nan   # the library (cuBLAS, cuDNN, ...) at this shape
+    roofline_tflops: float = math.nan
+    error: str = ""
+    details: dict = field(default_factory=dict)
+
+    @property
+    def frac_anchor(self) -> float:
+        return self.tflops / self.anchor_tflops if self.ok and self.anchor_tflops > 0 else 0.0
+
+    @property
+    def frac_roofline(self) -> float:
+        return self.tflops / self.roofline_tflops if self.ok and self.roofline_tflops > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(frac_anchor=self.frac_anchor, frac_roofline=self.frac_roofline)
+        return d
+
+
+class Backend:
+    name = "backend"
+    deterministic = True
+
+    def measure(self, program: Program, sizes: dict, task, features: KernelFeatures | None = None
+                ) -> Measurement:
+        raise NotImplementedError
+
+
+def recorded_anchor(task, sizes: dict, gpu: str = "h200") -> float | None:
+    """The library's TFLOP/s at `sizes` from the task's recorded anchors, if measured."""
+    path = Path(getattr(task, "anchors_file", "")) if getattr(task, "anchors_file", None) else None
+    if path is None or not path.exists():
+        return None
+    data = _anchors(str(path))
+    key = "x".join(str(sizes[d]) for d in getattr(task, "anchor_dims", sorted(sizes)))
+    return data.get(key)
+
+
+_ANCHOR_CACHE: dict[str, dict] = {}
+
+
+def _anchors(path: str) -> dict:
+    if path not in _ANCHOR_CACHE:
+        _ANCHOR_CACHE[path] = json.loads(Path(path).read_text())["tflops"]
+    return _ANCHOR_CACHE[path]
+
+
+class ModelBackend(Backend):
+    """The analytic cost model on a hardware profile: exactly reproducible anywhere."""
+
+    name = "model"
+
+    def __init__(self, hardware: str = "h200"):
+        from .model import load_profile
+        self.profile = load_profile(hardware)
+
+    def roofline(self, f: KernelFeatures) -> float:
+        """TFLOP/s allowed by the compute ceiling and compulsory traffic."""
+        ceiling = self.profile.bf16_tflops_achievable
+        if f.min_bytes <= 0:
+            return ceiling
+        memory_ms = f.min_bytes / (self.profile.dram_tbps * 1e9)
+        return min(ceiling, f.flops / memory_ms / 1e9)
+
+    def anchor(self, task, sizes: dict, f: KernelFeatures) -> float:
+        recorded = recorded_anchor(task, sizes, self.profile.name) \
+            if self.profile.name.lower().startswith("h200") else None
+        return recorded if recorded else 0.9 * self.roofline(f)
+
+    def measure(self, program: Program, sizes: dict, task, features: KernelFeatures | None = None
+                ) -> Measurement:
+        from .model import estimate
+        f = features or extract(program, sizes, task, num_sms=self.profile.sms)
+        est = estimate(f, self.profile)
+        m = Measurement("model", est.legal, est.ms, est.tflops, self.anchor(task, sizes, f),
+                        self.roofline(f), "; ".join(est.reasons),
+                        {"bound": est.bound, "breakdown": est.breakdown,
+                         "profile": self.profile.name, "config": f.key()})
+        return m
+
+
+def make_backend(name: str, hardware: str = "h200", **options) -> Backend:
+    if name == "model":
+        return ModelBackend(hardware)
+    if name in ("table", "gpu"):
+        raise NotImplementedError(f"the {name!r} measurement backend is not available yet; "
+                                  "use measure='model'")
+    raise ValueError(f"unknown measurement backend {name!r}; use 'model', 'table' or 'gpu'")
