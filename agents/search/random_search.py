@@ -34,7 +34,8 @@ def run(env, args: Args, progress=None) -> EpisodeRecord:
     undo = catalog.index(("undo", None))
     path: list[int] = []                    # transformations applied since the start
     best, best_depth = obs["perf"][2], 0
-    while rec.rec.steps < args.budget - len(path) + best_depth - 1:
+    # room for this step, the undos back to the best state it may leave, and the submit
+    while rec.rec.steps + 1 + (len(path) + 1 - best_depth) + 1 <= args.budget:
         legal = [i for i in np.flatnonzero(obs["action_mask"]) if i not in (submit, undo)]
         if not legal:
             break
