@@ -9,4 +9,7 @@ for var, sub in (("ARGUS_CACHE_DIR", "argus"), ("TRITON_CACHE_DIR", "triton"),
                  ("XDG_CACHE_HOME", "xdg"), ("HF_HOME", "hf"), ("WANDB_DIR", "wandb")):
     os.environ.setdefault(var, os.path.join(_TMP, sub))
 os.environ.setdefault("WANDB_MODE", "offline")
+# CPU tests run kernels under the interpreter, which must be chosen before triton is
+# imported (its library functions are decorated at import time)
+os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -14,11 +14,12 @@ def versions() -> dict:
     from argus_env.lower import LOWERING_VERSION
     out = {"argus": argus_env.__version__, "lowering": LOWERING_VERSION,
            "python": platform.python_version()}
-    for mod in ("z3", "gymnasium", "triton", "torch", "numpy"):
-        try:
-            m = __import__(mod)
-            out[mod] = m.get_version_string() if mod == "z3" else m.__version__
-        except ImportError:
+    from importlib import metadata
+    for mod, dist in (("z3", "z3-solver"), ("gymnasium", "gymnasium"), ("triton", "triton"),
+                      ("torch", "torch"), ("numpy", "numpy")):
+        try:  # from package metadata: importing triton here would fix its mode too early
+            out[mod] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
             out[mod] = None
     return out
 

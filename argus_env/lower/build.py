@@ -60,6 +60,12 @@ def _set_mode(interpret: bool) -> None:
     process runs kernels one way only: the first load decides."""
     global _mode
     if _mode is None:
+        if interpret and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError(
+                "Triton was imported before the interpreter was chosen, so its library "
+                "functions are compiled-mode only; set TRITON_INTERPRET=1 before importing "
+                "triton (or torch code that imports it), or run kernels in a worker process "
+                "(argus_env.measure.worker)")
         _mode = interpret
         os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         if interpret:
