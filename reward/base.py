@@ -68,6 +68,10 @@ class ViolationPenalty(Reward):
         return -self.weight * event.new_violations
 
 
+#: outcomes of running a program that cost the full failure penalty
+FAILURES = ("compile", "mismatch", "fault", "timeout", "impossible")
+
+
 class FailurePenalty(Reward):
     """A penalty for a numerical mismatch, a failed compile, or an action that could not
     be taken (masked, unparsable, hostile)."""
@@ -81,12 +85,12 @@ class FailurePenalty(Reward):
     def update(self, event: StepEvent) -> float:
         if event.kind == "error":
             return self.reward_on_error(event.error or "error")
-        if event.error in ("compile", "mismatch", "fault", "timeout"):
+        if event.error in FAILURES:
             return -self.weight
         return 0.0
 
     def reward_on_error(self, kind: str) -> float:
-        if kind in ("compile", "mismatch", "fault", "timeout"):
+        if kind in FAILURES:
             return -self.weight
         return -self.weight * self.invalid_action
 

@@ -99,7 +99,8 @@ class Evaluator:
         ev.measurement = self.backend.measure(program, sizes, self.task, ev.features)
         ev.timings["measure"] = time.perf_counter() - t2
         if not ev.measurement.ok:
-            ev.error, ev.message = "illegal", ev.measurement.error
+            ev.error = ev.measurement.details.get("status") or "illegal"
+            ev.message = ev.measurement.error
         return ev
 
     def _correct(self, program: Program) -> dict:

@@ -75,8 +75,10 @@ class KernelEnv(gym.Env):
     `terminated` on `submit`; `truncated` after `max_episode_steps` (registration).
 
     ## Arguments
-    `task` ("gemm"), `mode` ("discrete" | "text"), `measure` ("model"; "table" and
-    "gpu" come with their backends), `hardware` (profile in `configs/hardware/`),
+    `task` ("gemm"), `mode` ("discrete" | "text"), `measure` ("model": the analytic
+    cost model; "table": measurements recorded on an H200, falling back to the model for
+    programs it lacks; "gpu": live timing on this machine's GPU in a worker process, which
+    makes the environment nondeterministic), `hardware` (profile in `configs/hardware/`),
     `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
     `correctness` ("interpreter" | "none"). Also accepted as one `env_config` mapping,
     as RLlib passes them.
@@ -118,6 +120,8 @@ class KernelEnv(gym.Env):
         if not self.cases:
             raise ValueError(f"task {task!r} has no shapes in split {split!r}")
         backend = make_backend(measure, hardware)
+        if measure == "gpu" and correctness == "interpreter":
+            correctness = "none"  # the GPU worker checks numerics itself, at the real shape
         self.evaluator = evaluator or Evaluator(self.task, backend, correctness)
         self.profile = getattr(backend, "profile", None)
         self.reward_fn = load_reward(reward)

@@ -90,12 +90,18 @@ def measure_program(program, task, sizes: dict, launch, rounds: int = 3, rep_ms:
     flops = task.flops(sizes)
     out.update(times, input_sets=len(sets), tflops=flops / times["ms"] / 1e9,
                anchor_tflops=flops / times["anchor_ms"] / 1e9, floor_ms=floor)
-    if times["ms"] < floor:
-        out.update(status="impossible", message=f"{times['ms']:.4f} ms is faster than the "
-                   f"physical limit {floor:.4f} ms; rejected")
-        return out
-    out.update(ok=True, status="ok")
+    out.update(judge(times["ms"], floor))
     return out
+
+
+def judge(ms: float, floor_ms: float) -> dict:
+    """Accept a timing, or reject it when it beats the hardware's physical limit (a
+    kernel that skipped work, a broken timer, a cached result)."""
+    if not ms > 0 or ms < floor_ms:
+        return {"ok": False, "status": "impossible",
+                "message": f"{ms:.4f} ms is faster than the physical limit {floor_ms:.4f} ms; "
+                           "rejected"}
+    return {"ok": True, "status": "ok"}
 
 
 def _output(program, name: str, sizes: dict):

@@ -18,12 +18,12 @@ import time
 
 def _serve(conn, interpret: bool) -> None:
     """The worker's loop: one request, one answer, until the pipe closes."""
-    if interpret:
-        os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"  # before triton is imported
     from .. import lower
     from ..dsl.program import Program
     from ..task import get_task
     from . import oracle
+    provenance = None
     while True:
         try:
             req = conn.recv()
@@ -34,9 +34,18 @@ def _serve(conn, interpret: bool) -> None:
             program = Program.from_text(req["program"])
             task = get_task(req["task"])
             launch = lower.load(program, interpret=interpret)
-            verdict = oracle.check(program, task, req["sizes"], launch,
-                                   device="cpu" if interpret else "cuda", seed=req.get("seed", 0))
-            answer = {"status": "ok" if verdict.ok else "mismatch", **verdict.to_dict()}
+            if req.get("op") == "measure":
+                from .gpu import measure_program
+                from .provenance import collect
+                answer = measure_program(program, task, req["sizes"], launch,
+                                         seed=req.get("seed", 0), **req.get("options", {}))
+                provenance = provenance or collect()  # once per worker: GPU, driver, clocks
+                answer["provenance"] = provenance
+            else:
+                verdict = oracle.check(program, task, req["sizes"], launch,
+                                       device="cpu" if interpret else "cuda",
+                                       seed=req.get("seed", 0))
+                answer = {"status": "ok" if verdict.ok else "mismatch", **verdict.to_dict()}
         except Exception as e:  # a compile error is an answer, not a crash
             answer = {"status": "compile", "ok": False, "message": f"{type(e).__name__}: {e}"[:2000]}
         answer["seconds"] = time.perf_counter() - t0
@@ -74,15 +83,16 @@ class Worker:
         self._proc = self._conn = None
 
     def run(self, program_text: str, task: str, sizes: dict, seed: int = 0,
-            timeout: float | None = None) -> dict:
-        """Check one program; never raises for what the program does."""
+            timeout: float | None = None, op: str = "check", options: dict | None = None) -> dict:
+        """Check (op="check") or check and time (op="measure", on a GPU) one program;
+        never raises for what the program does."""
         with self._lock:
             if self._proc is None or not self._proc.is_alive():
                 if self._proc is not None:
                     self.restarts += 1
                 self._start()
             self._conn.send({"program": program_text, "task": task, "sizes": dict(sizes),
-                             "seed": seed})
+                             "seed": seed, "op": op, "options": dict(options or {})})
             limit = self.timeout if timeout is None else timeout
             try:
                 ready = self._conn.poll(limit)
