@@ -134,11 +134,11 @@ def expand(ck, e: ir.Subscript) -> SV:
 
 # ---------------------------------------------------------------- op calls
 def _program_id(ck, e):
-    return SV((), ck.pids[ck.expr(e.arg("axis")).val.as_long()])
+    return SV((), ck.pids[ck.const(e.arg("axis"))])
 
 
 def _num_programs(ck, e):
-    return SV((), z3.IntVal(ck.grid[ck.expr(e.arg("axis")).val.as_long()]))
+    return SV((), z3.IntVal(ck.grid[ck.const(e.arg("axis"))]))
 
 
 def _num_sms(ck, e):
@@ -163,14 +163,14 @@ def _minmax(ck, e):
 
 
 def _arange(ck, e):
-    n = ck.expr(e.arg("n")).val.as_long()
+    n = ck.const(e.arg("n"))
     return SV((n,), AXES[0])
 
 
 def _shape(ck, e) -> tuple[int, ...]:
     t = e.arg("shape")
     elts = t.elts if isinstance(t, ir.TupleExpr) else (t,)
-    return tuple(ck.expr(x).val.as_long() for x in elts)
+    return tuple(ck.const(x) for x in elts)
 
 
 def _fill(ck, e):
@@ -238,7 +238,7 @@ def _tag(ck, e):
 
 def _reduce(ck, e):
     x = ck.expr(e.arg("x"))
-    axis = ck.expr(e.arg("axis")).val.as_long()
+    axis = ck.const(e.arg("axis"))
     lane = ck.vars.fresh("lane", "lane", 0, x.shape[axis])
     anyl = ck.vars.fresh("anylane", "lane", 0, x.shape[axis])
     pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]

@@ -294,6 +294,13 @@ class Checker:
             raise NotImplementedError(f"check: `{print_expr(e)}` is not an integer")
         return v
 
+    def const(self, e: ir.Expr) -> int:
+        """A compile-time integer (the semantic layer has checked that it is one)."""
+        value = const_value(self.expr(e).val)
+        if value is None:
+            raise NotImplementedError(f"check: `{print_expr(e)}` is not a compile-time integer")
+        return value
+
     def uf(self, tensor: str, rank: int) -> z3.FuncDeclRef:
         """Loaded integer data (routing tables): an uninterpreted function of coordinates."""
         if tensor not in self.ufs:

@@ -253,18 +253,15 @@ def _bijection(ck, tensor: str, ws: list) -> None:
     dims = ck.kernel.param(tensor).dims
     sizes = [ck.sizes[d] for d in dims]
     candidates = [tuple(c) for c in itertools.product(*[(0, n - 1) for n in sizes])]
-    reason = "several write statements"
-    if len(ws) == 1:
-        w = ws[0]
-        reason, definitive = _count_tiles(ck, tensor, w, sizes, candidates)
-        if reason is None:
-            ck.proven(f"{tensor}: every element written (bijective tile map)")
-            return
-        if definitive is not None:
-            message, model, coords = definitive
-            ck.violate("bijection", w.stmt.value.fn, message, model, w.shape if model else (),
-                       tensor=tensor, coords=coords)
-            return
+    reason, definitive = _count_tiles(ck, tensor, ws, sizes, candidates)
+    if reason is None:
+        ck.proven(f"{tensor}: every element written (bijective tile map)")
+        return
+    if definitive is not None:
+        message, model, coords, w = definitive
+        ck.violate("bijection", w.stmt.value.fn, message, model, w.shape if model else (),
+                   tensor=tensor, coords=coords)
+        return
     for y in dict.fromkeys(candidates):
         if _unwritten(ck, ws, y):
             ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
@@ -284,14 +281,51 @@ def _unwritten(ck, ws, y) -> bool:
     return True
 
 
-def _count_tiles(ck, tensor, w, sizes, candidates):
-    """The counting proof for one write whose coordinates are aligned tiles `base + X`.
-    Returns (None, None) when proven, else (reason, definitive violation or None); adds
-    elements worth probing to `candidates`."""
-    if block_form(ck, w) is None:
+def _count_tiles(ck, tensor, ws, sizes, candidates):
+    """The counting proof for writes whose coordinates are aligned tiles `base + X` of one
+    block shape: no two (write, instance) pairs share a tile, none masks an element of its
+    tile, none lies outside, and together there are as many as tiles. Returns (None, None)
+    when proven, else (reason, definitive violation or None); adds elements worth probing
+    to `candidates`."""
+    if any(block_form(ck, w) is None for w in ws):
         return "its indices are not aligned tiles `base + arange`", None
-    bases, blocks = w._block
+    blocks = ws[0]._block[1]
+    if any(w._block[1] != blocks for w in ws):
+        return "write statements with different tile shapes", None
     tiles = math.prod(-(-s // n) for s, n in zip(sizes, blocks))
+    count, injective, hole, outside = 0, True, None, None
+    for i, w in enumerate(ws):
+        c, inj = _instances(ck, w)
+        count = None if count is None or c is None else count + c
+        injective = injective and inj and all(_disjoint(ck, w, w2) for w2 in ws[i + 1:])
+        inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
+        h = ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
+        if h is not None and hole is None:
+            hole = (h, w, tuple(_ev(h, x) for x in w.coords))
+            candidates.append(hole[2])
+        bases = w._block[0]
+        outside = outside or ck.solve(w.path + [z3.Or(*[z3.Or(b < 0, b >= n)
+                                                        for b, n in zip(bases, sizes)])])
+    if hole is not None and injective:
+        h, w, coords = hole
+        return "masked element", (f"`{tensor}{list(coords)}` lies inside the tensor but "
+                                  "the only instance whose tile holds it masks it off", h, coords, w)
+    if count is None:
+        return "instance count unknown", None
+    if hole is None and outside is None and injective and count >= tiles:
+        return None, None
+    if count < tiles or (count == tiles and (outside is not None or not injective)):
+        why = (f"{count} program instances for {tiles} tiles" if count < tiles else
+               "a tile lies outside the tensor" if outside is not None else
+               "two instances write the same tile")
+        return why, (f"some tile of `{tensor}` is never written: {why}, and each instance "
+                     f"writes one tile", None, (), ws[0])
+    return "more instances than tiles", None
+
+
+def _instances(ck, w) -> tuple[int | None, bool]:
+    """How many instances reach write `w`, and whether they write distinct tiles."""
+    bases = w._block[0]
     inst = [p for p in ck.pids] + _instance_vars(w)
     for pid, t, v, _, _ in ck.linear:  # a grid-stride loop's instances are its linear index
         if any(t.eq(x) for x in inst):
@@ -304,27 +338,14 @@ def _count_tiles(ck, tensor, w, sizes, candidates):
         differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
         injective = ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + [differ] +
                              [c1(b) == c2(b) for b in bases]) is None
-    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(w.coords, sizes)])
-    hole = ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
-    if hole is not None:
-        coords = tuple(_ev(hole, c) for c in w.coords)
-        candidates.append(coords)
-        if injective:
-            return "masked element", (f"`{tensor}{list(coords)}` lies inside the tensor but "
-                                      "the only instance whose tile holds it masks it off",
-                                      hole, coords)
-    outside = ck.solve(w.path + [z3.Or(*[z3.Or(b < 0, b >= s) for b, s in zip(bases, sizes)])])
-    if count is None:
-        return "instance count unknown", None
-    if hole is None and outside is None and injective and count >= tiles:
-        return None, None
-    if count < tiles or (count == tiles and (outside is not None or not injective)):
-        why = (f"{count} program instances for {tiles} tiles" if count < tiles else
-               "a tile lies outside the tensor" if outside is not None else
-               "two instances write the same tile")
-        return why, (f"some tile of `{tensor}` is never written: {why}, and each instance "
-                     f"writes one tile", None, ())
-    return "more instances than tiles", None
+    return count, injective
+
+
+def _disjoint(ck, w1, w2) -> bool:
+    """No instance of write w1 and instance of write w2 share a tile origin."""
+    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+    return ck.solve([c1(p) for p in w1.path] + [c2(p) for p in w2.path] +
+                    [c1(a) == c2(b) for a, b in zip(w1._block[0], w2._block[0])]) is None
 
 
 def _mentions(e, v) -> bool:

@@ -386,26 +386,39 @@ def _is_arange(e: ir.Expr, n: int) -> bool:
     return True if not isinstance(arg, ir.Const) else arg.value == n
 
 
+def _addends(e: ir.Expr, defs: Defs) -> list[ir.Expr]:
+    """The terms of a sum, looking through names to their still-valid definitions."""
+    r = defs.resolve(e)
+    if isinstance(r, ir.BinOp) and r.op == "+":
+        return _addends(r.lhs, defs) + _addends(r.rhs, defs)
+    return [r if isinstance(r, ir.Call) and r.fn == "arange" else e]
+
+
+def _split_block(e: ir.Expr, defs: Defs):
+    """(start, n) when `e` sums to `start + A.arange(n)` with one arange, else None."""
+    terms = _addends(e, defs)
+    ranges = [t for t in terms if isinstance(t, ir.Call) and t.fn == "arange"]
+    if len(ranges) != 1:
+        return None
+    rest = [t for t in terms if t is not ranges[0]]
+    start: ir.Expr = ir.Const(0)
+    for t in rest:
+        start = t if start == ir.Const(0) else ir.BinOp("+", start, t)
+    return start, ranges[0].arg("n")
+
+
 def _block_len(e: ir.Expr, defs: Defs) -> ir.Expr:
     """The `n` of the `A.arange(n)` inside a block index (checked by `_block_start`)."""
-    for part in (e, getattr(e, "lhs", None), getattr(e, "rhs", None)):
-        part = defs.resolve(part) if part is not None else None
-        if isinstance(part, ir.Call) and part.fn == "arange":
-            return part.arg("n")
-    raise AssertionError("not a block index")
+    found = _split_block(e, defs)
+    if found is None:
+        raise AssertionError("not a block index")
+    return found[1]
 
 
 def _block_start(e: ir.Expr, n: int, defs: Defs) -> ir.Expr | None:
-    """`start` when `e` is `start + A.arange(n)` (either order) or `A.arange(n)`."""
-    e = defs.resolve(e)
-    if _is_arange(defs.resolve(e), n):
-        return ir.Const(0)
-    if isinstance(e, ir.BinOp) and e.op == "+":
-        if _is_arange(defs.resolve(e.rhs), n):
-            return e.lhs
-        if _is_arange(defs.resolve(e.lhs), n):
-            return e.rhs
-    return None
+    """`start` when `e` is `start + A.arange(n)`, the terms in any order and through names."""
+    found = _split_block(e, defs)
+    return found[0] if found is not None else None
 
 
 # ---------------------------------------------------------------- op rules

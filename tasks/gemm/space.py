@@ -30,6 +30,8 @@ class GemmConfig:
     tma: bool = False              # TMA tensor-descriptor loads and store
     warp_specialize: bool = False  # producer/consumer warps on the persistent tile loop
     kmajor_b: bool = False         # B stored k-major (column-major)
+    subtile: int = 1               # output tile split into column halves, each with its
+                                   # own accumulator and store (smaller epilogue)
 
     def summary(self) -> str:
         parts = [f"{self.block_m}x{self.block_n}x{self.block_k} tiles", f"{self.num_warps} warps"]
@@ -40,6 +42,8 @@ class GemmConfig:
         if self.split_k > 1:
             parts.append(f"split-K x{self.split_k}" + (f" with {self.combine} combine"
                                                         if self.combine else " (uncombined)"))
+        if self.subtile > 1:
+            parts.append(f"epilogue in {self.subtile} column subtiles")
         for flag, text in ((self.persistent, "persistent grid"), (self.tma, "TMA"),
                            (self.warp_specialize, "warp-specialized"),
                            (self.kmajor_b, "k-major B")):
@@ -108,6 +112,8 @@ def _tile_loop(c: GemmConfig) -> list[str]:
 
 
 def _tile(c: GemmConfig) -> list[str]:
+    if c.subtile > 1:
+        return _subtiled(c)
     out = ["rows = pid_m * BM + A.arange(BM)", "cols = pid_n * BN + A.arange(BN)"]
     lo, hi, bound = "0", "K", "K"
     if c.split_k > 1:
@@ -134,6 +140,32 @@ def _tile(c: GemmConfig) -> list[str]:
         out.append(f"A.store(c[rows, cols], {value}, tma=True)")
     else:
         out.append(f"A.store(c[rows, cols], {value}, mask=(rows < M, cols < N))")
+    return out
+
+
+def _subtiled(c: GemmConfig) -> list[str]:
+    """The output tile in two column halves: one A tile feeds two half-width dots, and
+    each half is stored on its own (no split-K here: a precondition)."""
+    out = ["rows = pid_m * BM + A.arange(BM)", "cols = pid_n * BN + A.arange(BN // 2)",
+           "cols_hi = cols + BN // 2", "acc = A.zeros((BM, BN // 2), A.f32)",
+           "acc_hi = A.zeros((BM, BN // 2), A.f32)"]
+    stages = f", stages={c.stages}" if c.stages else ""
+    out += [f"for k in A.range(0, K, BK{stages}):", "    ks = k + A.arange(BK)"]
+    if c.tma:
+        out += ["    a_tile = A.load(a[rows, ks], tma=True)",
+                "    acc = A.dot(a_tile, A.load(b[ks, cols], tma=True), acc, mma=A.wgmma)",
+                "    acc_hi = A.dot(a_tile, A.load(b[ks, cols_hi], tma=True), acc_hi, mma=A.wgmma)"]
+    else:
+        out += ["    a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)",
+                "    b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)",
+                "    b_hi = A.load(b[ks, cols_hi], mask=(ks < K, cols_hi < N), other=0.0)",
+                "    acc = A.dot(a_tile, b_tile, acc)", "    acc_hi = A.dot(a_tile, b_hi, acc_hi)"]
+    for acc, cols in (("acc", "cols"), ("acc_hi", "cols_hi")):
+        out.append(f"A.assert_tags({acc}, M=rows[:, None], N={cols}[None, :], K=A.covers(0, K))")
+        if c.tma:
+            out.append(f"A.store(c[rows, {cols}], A.cast({acc}, A.bf16), tma=True)")
+        else:
+            out.append(f"A.store(c[rows, {cols}], A.cast({acc}, A.bf16), mask=(rows < M, {cols} < N))")
     return out
 
 
@@ -169,6 +201,8 @@ def _with(change):
 
 def _shape_ok(c: GemmConfig, ctx: dict) -> str | None:
     sizes = ctx.get("sizes", {})
+    if c.subtile > 1 and c.block_n // c.subtile < 16:
+        return f"a {c.block_n}-column tile is too narrow to split in {c.subtile}"
     k = sizes.get("K", 0)
     if c.split_k > 1 and k and -(-k // c.block_k) < c.split_k:
         return f"split_k {c.split_k} exceeds the {-(-k // c.block_k)} k-tiles of K={k}"
@@ -199,9 +233,19 @@ def _warp_specialize(c: GemmConfig, value, ctx: dict) -> str | None:
     return _with("warp_specialize")(c, value, ctx)
 
 
+def _subtile(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value > 1 and c.split_k > 1:
+        return "subtiling splits a finished tile's epilogue; undo split_k first"
+    if value > 1 and c.block_n < 32:
+        return f"a {c.block_n}-column tile is too narrow to split"
+    return _with("subtile")(c, value, ctx)
+
+
 def _split_k(c: GemmConfig, value, ctx: dict) -> str | None:
     if value > 1 and c.persistent:
         return "split-K needs a grid axis per split; undo persistent first"
+    if value > 1 and c.subtile > 1:
+        return "split-K needs one accumulator per tile; undo epilogue_subtile first"
     return _with("split_k")(c, value, ctx)
 
 
@@ -238,6 +282,8 @@ TRANSFORMS = (
     Transform("warp_specialize", "warp_specialize", (True, False),
               "producer/consumer warp specialization of the tile loop", _warp_specialize),
     Transform("kmajor_b", "kmajor_b", (True, False), "store B k-major (column-major)", _with("kmajor_b")),
+    Transform("epilogue_subtile", "subtile", (1, 2), "split the output tile into two column "
+              "halves with their own accumulators and stores", _subtile),
 )
 
 
