@@ -5,6 +5,7 @@ environment's public API."""
 AGENTS = {
     "random": "agents.search.random_search",
     "greedy": "agents.search.greedy",
+    "evolutionary": "agents.search.evolutionary",
 }
 
 

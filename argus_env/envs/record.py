@@ -49,6 +49,8 @@ class EpisodeRecord:
     violations_fixed: int = 0
     invalid_actions: int = 0
     seconds: float = 0.0
+    env_steps: int = 0          # every step the agent took, over all its episodes
+    trace: list = field(default_factory=list)  # [env step, best fraction of library so far]
     versions: dict = field(default_factory=versions)
     created: str = field(default_factory=lambda: datetime.datetime.now(
         datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -84,8 +86,17 @@ class Recorder:
         self.rec.best_program = info["program"]
         self.rec.best_frac_anchor = info["best_frac_anchor"]
 
+    def restart(self, info: dict) -> None:
+        """A new episode of the same agent run: the record describes the latest one,
+        while `env_steps`, `trace` and the best figures span them all."""
+        r = self.rec
+        r.actions, r.action_labels, r.rewards = [], [], []
+        r.return_, r.steps, r.submitted = 0.0, 0, False
+        self._violated = False
+
     def step(self, action, reward: float, info: dict) -> None:
         r = self.rec
+        r.env_steps += 1
         r.actions.append(action.item() if hasattr(action, "item") else action)
         r.action_labels.append(info["action"] or f"invalid: {str(action)[:60]}")
         r.rewards.append(float(reward))
@@ -101,6 +112,8 @@ class Recorder:
         m = info["measurement"]
         if m and m["ok"] and info["failure"] is None and (r.best_tflops is None or m["tflops"] > r.best_tflops):
             r.best_tflops, r.best_program = m["tflops"], info["program"]
-        r.best_frac_anchor = max(r.best_frac_anchor, info["best_frac_anchor"])
+        frac = m["frac_anchor"] if m and m["ok"] and info["failure"] is None else 0.0
+        r.best_frac_anchor = max(r.best_frac_anchor, info["best_frac_anchor"], frac)
+        r.trace.append([r.env_steps, r.best_frac_anchor])
         if info["action"] == "submit()":
             r.submitted = True

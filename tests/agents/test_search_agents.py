@@ -13,7 +13,7 @@ from argus_env.envs import ENV_IDS
 from argus_env.envs.record import EpisodeRecord
 
 
-@pytest.mark.parametrize("agent", ["random", "greedy"])
+@pytest.mark.parametrize("agent", ["random", "greedy", "evolutionary"])
 @pytest.mark.parametrize("env_id", sorted(ENV_IDS))
 def test_agent_runs_an_episode_and_submits(agent, env_id):
     module = load_agent(agent)

@@ -1,0 +1,120 @@
+"""Evolutionary search over action sequences.
+
+A genome is a short sequence of transformations. Evaluating one resets the environment
+to the same shape and applies the sequence (skipping genes the action mask forbids at
+that point), costing one env step per applied gene; its fitness is the fraction of the
+library anchor its final program reaches. Each generation keeps the elite, fills the
+rest by tournament selection, one-point crossover and mutation (replace, insert or
+delete a gene), until the step budget is spent; then the best genome is replayed and
+submitted. Uses only the environment's public API: reset, step, observations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from argus_env.envs.record import EpisodeRecord, Recorder
+
+
+@dataclass
+class Args:
+    budget: int = 200
+    """environment steps over all evaluations, the final replay and submit included"""
+    seed: int = 0
+    """seeds the environment's reset and every random choice of the search"""
+    shape: str | None = None
+    """shape name (or None: drawn from the environment's split)"""
+    population: int = 8
+    """genomes per generation"""
+    genome_length: int = 4
+    """transformations per genome at the start"""
+    elite: int = 2
+    """best genomes copied unchanged into the next generation"""
+    mutation_rate: float = 0.5
+    """chance that a child is mutated"""
+
+
+class _Search:
+    def __init__(self, env, args: Args, progress):
+        self.env, self.args, self.progress = env, args, progress
+        self.rng = np.random.default_rng(args.seed)
+        self.rec = Recorder(env, "evolutionary", args.seed)
+        catalog = env.unwrapped.catalog
+        self.special = {catalog.index(("undo", None)), catalog.index(("submit", None))}
+        self.genes = [i for i in range(len(catalog)) if i not in self.special]
+        self.submit = catalog.index(("submit", None))
+        self.shape = args.shape
+        self.started = False
+
+    def reset(self):
+        opts = {"shape": self.shape} if self.shape else None
+        obs, info = self.env.reset(seed=self.args.seed, options=opts)
+        if not self.started:
+            self.rec.start(info)
+            self.shape = info["shape"] if info["shape"] != "custom" else self.shape
+            self.started = True
+        else:
+            self.rec.restart(info)
+        return obs
+
+    def evaluate(self, genome: list[int]) -> float:
+        """Apply the genome's legal genes; fitness is the fraction of the library the
+        program it ends with reaches (0 if that program is broken or unmeasured), which
+        is what submitting it would earn."""
+        obs = self.reset()
+        for g in genome:
+            if not obs["action_mask"][g]:
+                continue
+            obs, reward, term, trunc, info = self.env.step(g)
+            self.rec.step(g, reward, info)
+            if self.progress:
+                self.progress(self.rec.rec)
+        return float(obs["perf"][2])
+
+    def random_genome(self) -> list[int]:
+        return [int(self.rng.choice(self.genes)) for _ in range(self.args.genome_length)]
+
+    def child(self, pop: list[list[int]], fit: list[float]) -> list[int]:
+        def pick():
+            i, j = self.rng.integers(len(pop), size=2)
+            return pop[i] if fit[i] >= fit[j] else pop[j]
+        a, b = pick(), pick()
+        cut_a, cut_b = int(self.rng.integers(len(a) + 1)), int(self.rng.integers(len(b) + 1))
+        kid = (a[:cut_a] + b[cut_b:])[: 2 * self.args.genome_length] or self.random_genome()
+        if self.rng.random() < self.args.mutation_rate:
+            op = self.rng.integers(3)
+            pos = int(self.rng.integers(len(kid)))
+            if op == 0:
+                kid[pos] = int(self.rng.choice(self.genes))
+            elif op == 1:
+                kid.insert(pos, int(self.rng.choice(self.genes)))
+            elif len(kid) > 1:
+                kid.pop(pos)
+        return kid
+
+
+def run(env, args: Args, progress=None) -> EpisodeRecord:
+    s = _Search(env, args, progress)
+    pop = [s.random_genome() for _ in range(args.population)]
+    best, best_fit = [], -1.0
+    while True:
+        fit = []
+        for genome in pop:
+            if s.rec.rec.env_steps + len(genome) + len(best) + 1 > args.budget:
+                break
+            fit.append(s.evaluate(genome))
+            if fit[-1] > best_fit:
+                best, best_fit = list(genome), fit[-1]
+        if len(fit) < len(pop):
+            break
+        order = np.argsort(fit)[::-1]
+        pop = [pop[i] for i in order[: args.elite]] + \
+            [s.child(pop, fit) for _ in range(args.population - args.elite)]
+    s.evaluate(best)                                  # replay the best genome ...
+    obs, reward, term, trunc, info = env.step(s.submit)  # ... and submit where it ends
+    s.rec.step(s.submit, reward, info)
+    if progress:
+        progress(s.rec.rec)
+    return s.rec.rec
