@@ -83,6 +83,17 @@ class Task:
             raise TaskInterfaceError(f"{self.name}: unexpected tensor parameter `{extra[0]}`; "
                                      f"the task passes {', '.join(self.signature)}")
 
+    def store_coverage_for(self, consts: dict) -> dict:
+        """The required store coverage for a program with these constants (a causal
+        attention row covers fewer keys): by default `store_coverage`. Bounds are DSL-like
+        expressions over sizes, `min(a, b)` and `pos(DIM)`, the destination's index on DIM."""
+        return self.store_coverage
+
+    def bind(self, program: Program, sizes: Sizes) -> Program:
+        """The program with the problem's own constants set from the shape (for attention:
+        causal flag, GQA group, head dim, softmax scale). Programs cannot change them."""
+        return program
+
     def program(self, which: str = "baseline") -> Program:
         if which not in self.programs:
             raise KeyError(_unknown(f"{self.name} program", which, self.programs))
@@ -95,7 +106,7 @@ class Task:
         """Fresh random inputs for every tensor the program reads (never zeros)."""
         raise NotImplementedError
 
-    def reference(self, inputs: dict) -> dict:
+    def reference(self, inputs: dict, sizes: Sizes) -> dict:
         """The outputs in float32, computed by PyTorch."""
         raise NotImplementedError
 
@@ -106,7 +117,7 @@ class Task:
         """The fewest bytes a kernel must move: inputs read once, outputs written once."""
         raise NotImplementedError
 
-    def anchor(self, inputs: dict) -> Callable[[], object]:
+    def anchor(self, inputs: dict, sizes: Sizes) -> Callable[[], object]:
         """The library call a kernel is compared against (cuBLAS, cuDNN, ...)."""
         raise NotImplementedError
 

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
                                 dtype=torch.bfloat16)
                 launch = launchers[which]
                 cand = lambda: launch(c=c, **inputs)  # noqa: E731
-                t_c, t_a, ratio, ratios = bench_pair(cand, task.anchor(inputs), args.rounds,
+                t_c, t_a, ratio, ratios = bench_pair(cand, task.anchor(inputs, case.sizes), args.rounds,
                                                       args.rep_ms)
                 fl = task.flops(case.sizes)
                 row.update(ms=t_c, cublas_ms=t_a, tflops=fl / t_c / 1e9,

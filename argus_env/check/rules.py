@@ -213,9 +213,11 @@ def _where(ck, e):
         ck.vars_bool(f"cond_{e.loc.line}")
     tags = {}
     for n in set(x.tags) | set(y.tags):
-        gx, vx = x.tags.get(n, (FALSE, z3.IntVal(0)))
-        gy, vy = y.tags.get(n, (FALSE, z3.IntVal(0)))
-        tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), z3.If(cond, vx, vy))
+        gx, vx = x.tags.get(n, (FALSE, None))
+        gy, vy = y.tags.get(n, (FALSE, None))
+        # where only one side carries the tag, its guard says where: keep its value plain
+        value = vx if vy is None else vy if vx is None else z3.If(cond, vx, vy)
+        tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), value)
     cov = add_cov({n: [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in ts]
                    for n, ts in x.cov.items()},
                   {n: [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in ts]

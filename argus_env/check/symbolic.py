@@ -334,9 +334,10 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
         val = z3.If(cond, a.val, b.val)
     tags = {}
     for n in set(a.tags) | set(b.tags):
-        ga, va = a.tags.get(n, (z3.BoolVal(False), z3.IntVal(0)))
-        gb, vb = b.tags.get(n, (z3.BoolVal(False), z3.IntVal(0)))
-        tags[n] = (z3.If(cond, ga, gb), z3.If(cond, va, vb))
+        ga, va = a.tags.get(n, (z3.BoolVal(False), None))
+        gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
+        value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
+        tags[n] = (z3.If(cond, ga, gb), value)
     cov = {}
     for n in set(a.cov) | set(b.cov):
         cov[n] = [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in a.cov.get(n, [])]

@@ -138,13 +138,15 @@ def check_writes(ck) -> None:
         ws = [w for w in ck.writes if w.tensor == tensor]
         if ws:
             _bijection(ck, tensor, ws)
-    cov = getattr(ck.task, "store_coverage", {}) or {}
-    for tensor, required in cov.items():
+    cov = ck.task.store_coverage_for(ck.kernel.consts) if ck.task is not None else {}
+    for tensor, required in (cov or {}).items():
         ws = [w for w in ck.writes if w.tensor == tensor]
+        dims = ck.kernel.param(tensor).dims
         for w in ws:
+            where = dict(zip(dims, w.coords))
             for name, (lo_s, hi_s) in required.items():
-                _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.sizes),
-                                _size_expr(hi_s, ck.sizes))
+                _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.sizes, where),
+                                _size_expr(hi_s, ck.sizes, where))
 
 
 def _differ(ck, w, c1, c2) -> z3.BoolRef:
@@ -173,7 +175,9 @@ def block_form(ck, w):
     bases, blocks, axes = [], [], []
     for c in w.coords:
         found = None
-        for a in range(len(w.shape)):
+        if not any(_mentions(c, AXES[i]) for i in range(len(w.shape))):
+            found = (c, 1, None)  # a scalar index: a block of one along this dim
+        for a in range(len(w.shape) if found is None else 0):
             if a in axes:
                 continue
             base = z3.substitute(c, (AXES[a], z3.IntVal(0)))
@@ -411,8 +415,9 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
                  w.value.frag, defaults, scope=w.names)
 
 
-def _size_expr(text: str, sizes: dict) -> int:
-    """Evaluate a bound like "K" or "0" over problem sizes (a tiny safe evaluator)."""
+def _size_expr(text: str, sizes: dict, coords: dict | None = None):
+    """Evaluate a coverage bound like "K", "0" or "min(pos(SQ) + 1, SK)" over problem sizes
+    and the destination's coordinates (a tiny safe evaluator; the result may be a z3 term)."""
     def ev(n):
         if isinstance(n, ast.Expression):
             return ev(n.body)
@@ -422,9 +427,17 @@ def _size_expr(text: str, sizes: dict) -> int:
             return sizes[n.id]
         if isinstance(n, ast.BinOp) and type(n.op) in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv):
             a, b = ev(n.left), ev(n.right)
-            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b,
-                    ast.FloorDiv: a // b if b else 0}[type(n.op)]
-        raise ValueError(f"bound {text!r}: only sizes, integers and + - * //")
+            return {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                    ast.FloorDiv: lambda: a / b if isinstance(a, z3.ExprRef) else a // b}[type(n.op)]()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.keywords:
+            if n.func.id == "pos" and len(n.args) == 1 and isinstance(n.args[0], ast.Name) \
+                    and coords is not None and n.args[0].id in coords:
+                return coords[n.args[0].id]
+            if n.func.id == "min" and len(n.args) == 2:
+                a, b = ev(n.args[0]), ev(n.args[1])
+                return z3.If(a <= b, a, b) if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef) \
+                    else min(a, b)
+        raise ValueError(f"bound {text!r}: only sizes, integers, + - * //, min() and pos(DIM)")
     return ev(ast.parse(text, mode="eval"))
 
 

@@ -157,9 +157,12 @@ def _load(t: Typer, e: ir.Call, args: dict):
 
 
 def _tma_shape(t: Typer, e: ir.Call, ref: RefT) -> None:
-    if not ref.orthogonal or any(not shape_of(i) for i in ref.index_types):
-        raise t.err(e, f"{e.fn} with tma=True needs one block index `start + A.arange(n)` "
-                    f"per dim of `{ref.tensor.name}`")
+    tiles = [bool(shape_of(i)) for i in ref.index_types]
+    if not ref.orthogonal or not any(tiles) or tiles != sorted(tiles) or \
+            (ref.tensor.dims and len(ref.index_types) > 5):
+        raise t.err(e, f"{e.fn} with tma=True indexes `{ref.tensor.name}` with scalars on its "
+                    "leading dims and one block `start + A.arange(n)` on each trailing dim "
+                    "(at most 5 dims)")
     inner = ref.shape[-1] * ref.dtype.itemsize
     if inner < 16:
         raise t.err(e, f"{e.fn} with tma=True: the inner block dim must span at least 16 "

@@ -282,6 +282,9 @@ class KernelEmitter:
                     scope: Scope) -> list[ast.expr]:
         offs = []
         for idx, it in zip(ref_e.index, ref.index_types):
+            if not shape_of(it):  # a scalar index: a block of one along that dim
+                offs.append(self.expr(idx, scope))
+                continue
             start = _block_start(self.defs.resolve(idx), shape_of(it)[0], self.defs)
             if start is None:
                 raise DSLTypeError(
@@ -298,14 +301,25 @@ class KernelEmitter:
     def descriptor(self, ref: RefT, ref_e: ir.Subscript) -> tuple[str, bool]:
         """The TMA descriptor for this block shape of the tensor (registered on first use)."""
         ta = self.tensors[ref.tensor.name]
-        if ref.shape not in ta.descriptors:
+        full = _full_block(ref)
+        if full not in ta.descriptors:
             name = f"{ta.param.name}_desc"
             if ta.descriptors:
-                name += "_" + "x".join(map(str, ref.shape))
-            blocks = [_block_len(self.defs.resolve(i), self.defs) for i in ref_e.index]
-            ta.descriptors[ref.shape] = name
+                name += "_" + "x".join(map(str, full))
+            blocks = [_block_len(self.defs.resolve(i), self.defs) if shape_of(it) else ir.Const(1)
+                      for i, it in zip(ref_e.index, ref.index_types)]
+            ta.descriptors[full] = name
             ta.blocks[name] = blocks
-        return ta.descriptors[ref.shape], ta.param.order == "col_major"
+        return ta.descriptors[full], ta.param.order == "col_major"
+
+    def block_dims(self, ref: RefT) -> list[ast.expr] | None:
+        """The tile's dims as the descriptor's block names them, when the access has scalar
+        (block-of-one) dims that a reshape must drop or add; else None."""
+        if len(ref.shape) == len(ref.index_types):
+            return None
+        ta = self.tensors[ref.tensor.name]
+        blocks = ta.blocks[ta.descriptors[_full_block(ref)]]
+        return [self.expr(b, None) for b, it in zip(blocks, ref.index_types) if shape_of(it)]
 
     def write(self, call: ir.Call, scope: Scope) -> ast.expr:
         ref_e, ref = self.access(call, scope)
@@ -315,6 +329,12 @@ class KernelEmitter:
             desc, transposed = self.descriptor(ref, ref_e)
             if transposed:
                 offs, value = offs[::-1], _call(_tl("trans"), [value])
+            dims = self.block_dims(ref)
+            if dims is not None:
+                full = [ast.Constant(1) if not shape_of(it) else None for it in ref.index_types]
+                it = iter(dims)
+                value = _call(ast.Attribute(value=value, attr="reshape", ctx=ast.Load()),
+                              [x if x is not None else next(it) for x in full])
             return _call(ast.Attribute(value=_name(desc), attr="store", ctx=ast.Load()),
                          [ast.List(elts=offs, ctx=ast.Load()), value])
         kw = {}
@@ -386,6 +406,14 @@ def _is_arange(e: ir.Expr, n: int) -> bool:
     return True if not isinstance(arg, ir.Const) else arg.value == n
 
 
+def _full_block(ref: RefT) -> tuple[int, ...]:
+    """The descriptor's block: the tile's extent along tile-indexed dims, 1 along scalar ones."""
+    dims, it = [], iter(ref.shape)
+    for t in ref.index_types:
+        dims.append(next(it) if shape_of(t) else 1)
+    return tuple(dims)
+
+
 def _addends(e: ir.Expr, defs: Defs) -> list[ir.Expr]:
     """The terms of a sum, looking through names to their still-valid definitions."""
     r = defs.resolve(e)
@@ -429,6 +457,9 @@ def _load(em: KernelEmitter, e: ir.Call, scope: Scope) -> ast.expr:
         desc, transposed = em.descriptor(ref, ref_e)
         load = _call(ast.Attribute(value=_name(desc), attr="load", ctx=ast.Load()),
                      [ast.List(elts=offs[::-1] if transposed else offs, ctx=ast.Load())])
+        dims = em.block_dims(ref)
+        if dims is not None:
+            load = _call(ast.Attribute(value=load, attr="reshape", ctx=ast.Load()), dims)
         return ast.Attribute(value=load, attr="T", ctx=ast.Load()) if transposed else load
     kw = {}
     mask = em.mask(e, ref, scope)

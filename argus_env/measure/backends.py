@@ -162,4 +162,7 @@ def make_backend(name: str, hardware: str = "h200", **options) -> Backend:
     if name == "gpu":
         from .gpu_backend import GPUBackend
         return GPUBackend(hardware, **options)
-    raise ValueError(f"unknown measurement backend {name!r}; use 'model', 'table' or 'gpu'")
+    if name == "pool":  # Ray actors, one GPU each (argus_env/measure/pool.py)
+        from .pool import PoolBackend
+        return PoolBackend(hardware, **options)
+    raise ValueError(f"unknown measurement backend {name!r}; use 'model', 'table', 'gpu' or 'pool'")

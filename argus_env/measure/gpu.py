@@ -82,7 +82,7 @@ def measure_program(program, task, sizes: dict, launch, rounds: int = 3, rep_ms:
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", L2_BYTES)
     sets = rotated_inputs(task, program, sizes, seed=seed + 1, l2_bytes=l2)
     outputs = {n: _output(program, n, sizes) for n in program.info.outputs}
-    pairs = [(x, task.anchor(x)) for x in sets]
+    pairs = [(x, task.anchor(x, sizes)) for x in sets]
     cand = cycling(lambda p: launch(**p[0], **outputs), pairs)
     anchor = cycling(lambda p: p[1](), pairs)
     times = time_pair(cand, anchor, rounds, rep_ms)

@@ -41,6 +41,7 @@ BARRIER_BYTES_PER_STAGE = 8   # one mbarrier per pipeline stage (Triton's 262176
 WARP_COUNTS = (1, 2, 4, 8, 16)
 DTYPE_NAMES = {1: "fp8", 2: "bf16", 4: "fp32"}
 MMA_RATE_SCALE = {1: 2.0, 2: 1.0, 4: 0.5}   # fp8 doubles the bf16 tensor rate, tf32 halves it
+SMEM_FLOP_PER_BYTE = 32.0     # Hopper SM: 4096 dense bf16 FLOP per clock, 128 B of shared memory
 
 
 # ---------------------------------------------------------------- hardware profiles
@@ -121,8 +122,13 @@ class CalibrationParams:
     dram_efficiency: float = 0.85      # re-read streams of a GEMM / copy bandwidth
     chip_overlap_p: float = 6.0        # p-norm joining the busiest SM's time and the chip cap
     memory_overlap_p: float = 3.0      # p-norm joining on-chip time and DRAM time
+    smem_efficiency: float = 1.0       # shared-memory bandwidth reached / datasheet (wgmma)
+    tma_feed: float = 1.0              # TMA operand-load rate / plain (cp.async) feed rate
+    tma_latency_us: float = 0.0        # extra wait of a TMA load (descriptor, mbarrier)
     unaligned_feed: float = 0.30       # feed-rate factor, non-TMA operand not 16-element aligned
     atomic_feed: float = 0.25          # atomic-add rate / feed bandwidth (split-K epilogue)
+    atomic_us: float = 0.0             # one thread's acq_rel atomic add, waited for in turn
+    unaligned_atomic: float = 1.0      # atomics' slow-down when N is not 16-aligned
     program_overhead_us: float = 0.3   # start-up of one program (index math, acc init)
     step_overhead_us: float = 0.02     # fixed cost of one k step (stage barrier, loop)
 
@@ -232,8 +238,10 @@ def _shape(f: KernelFeatures) -> _Shape:
     rows, cols = min(f.block_m, m), min(f.block_n, n)
     gemm = {"M", "N", "K"} <= s.keys()
     plain = gemm and not f.tma_loads
+    # TMA fills whole boxes: out-of-bounds rows arrive as zeros and cost the feed
+    box_rows, box_cols = (f.block_m, f.block_n) if f.tma_loads else (rows, cols)
     return _Shape(m, n, k, -(-m // f.block_m), -(-n // f.block_n),
-                  rows * bk * f.operand_bytes * f.dots, cols * bk * f.operand_bytes * f.dots,
+                  box_rows * bk * f.operand_bytes * f.dots, box_cols * bk * f.operand_bytes * f.dots,
                   rows * cols * f.output_bytes,
                   plain and k % 16 != 0, plain and (k if f.kmajor_b else n) % 16 != 0,
                   gemm and not f.tma_store and n % 16 != 0)
@@ -301,6 +309,28 @@ def _waves(f: KernelFeatures, p: HardwareProfile, occ: int) -> tuple[int, int]:
     return n, max(1, min(occ, n))
 
 
+def wgmma_instr_n(f: KernelFeatures) -> int:
+    """N of one wgmma instruction: Triton's warpsPerTileV3 puts warpgroups along M first."""
+    warps_m, warps_n = 4, 1
+    while warps_m * warps_n < f.num_warps:
+        if f.block_m > 16 * warps_m:
+            warps_m *= 2
+        else:
+            warps_n *= 2
+    return max(8, min(256, f.block_n // warps_n))
+
+
+def _smem_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _Shape) -> float:
+    """One k step's shared-memory traffic (us): wgmma reads its operands there, every
+    instruction a 64-row A slice and an N-wide B slice, and the loads write the step in."""
+    if f.mma != "wgmma":
+        return 0.0
+    n = wgmma_instr_n(f)
+    reads = f.block_k * f.operand_bytes * f.block_m * f.block_n * (1.0 / n + 1.0 / 64) * f.dots
+    bw = p.bf16_tflops_peak * 1e6 / p.sms / SMEM_FLOP_PER_BYTE * c.smem_efficiency
+    return (reads + sh.a_step + sh.b_step) / bw
+
+
 def _combine(a: float, b: float, hidden: float) -> float:
     """Two concurrent activities of which `hidden` of the shorter overlaps the longer."""
     return max(a, b) + (1.0 - hidden) * min(a, b)
@@ -313,12 +343,15 @@ def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _S
     per_sm, _ = _mma_rate(f, p, c)
     bw = p.l2_tbps * 1e6 / p.sms                                   # bytes per us per SM
     step_flops = 2.0 * f.block_m * f.block_n * f.block_k * f.dots
-    t_mma = step_flops / (per_sm * min(1.0, f.num_warps / 4))
-    t_mma_sm = step_flops / (per_sm * min(1.0, conc * f.num_warps / 4))
+    t_smem = _smem_time(f, p, c, sh)               # the SM's shared memory, all programs
+    t_mma = max(step_flops / (per_sm * min(1.0, f.num_warps / 4)), t_smem)
+    t_mma_sm = max(step_flops / (per_sm * min(1.0, conc * f.num_warps / 4)), t_smem)
     t_feed = (sh.a_step / (c.unaligned_feed if sh.a_slow else 1.0)
-              + sh.b_step / (c.unaligned_feed if sh.b_slow else 1.0)) / bw
+              + sh.b_step / (c.unaligned_feed if sh.b_slow else 1.0)) / bw \
+        / (c.tma_feed if f.tma_loads else 1.0)
     hidden = c.overlap_plain + (1 - c.overlap_plain) * 0.5 * (f.tma_loads + f.warp_specialize)
-    latency = (p.l2_latency_us + (p.dram_latency_us - p.l2_latency_us) * miss) * c.latency_scale
+    latency = (p.l2_latency_us + (p.dram_latency_us - p.l2_latency_us) * miss) * c.latency_scale \
+        + (c.tma_latency_us if f.tma_loads else 0.0)
     groups = f.num_warps / 4                              # warpgroups overlap each other
     step = _combine(t_mma, t_feed, 1 - (1 - hidden) / max(1.0, groups)) + c.step_overhead_us
     if f.stages >= 2:
@@ -327,16 +360,20 @@ def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _S
         chain_step, waits = latency + t_mma + t_feed, True
     epilogue = sh.c_tile / bw / (c.atomic_feed if f.atomic_output else 1.0) \
         / (c.unaligned_feed if sh.c_slow else 1.0)
+    atomics = 0.0                  # each thread's atomic adds, one after another
+    if f.atomic_output:
+        atomics = sh.c_tile / f.output_bytes / (32 * f.num_warps) * c.atomic_us \
+            * (c.unaligned_atomic if sh.c_slow else 1.0)
     per_tile = 0.0 if f.persistent else c.program_overhead_us
     fill = 0.0 if f.persistent else latency              # flattened loops keep the pipe full
     k = f.k_iterations
     work = k * (_combine(t_mma_sm, t_feed, 1 - (1 - hidden) / max(1.0, conc * groups))
-                + c.step_overhead_us / conc) + epilogue + per_tile
-    chain = fill + k * chain_step + epilogue + per_tile
+                + c.step_overhead_us / conc) + epilogue + per_tile + atomics / conc
+    chain = fill + k * chain_step + epilogue + per_tile + atomics
     start = c.program_overhead_us if f.persistent else 0.0
     return {"busy": n * work, "latency": -(-n // conc) * chain + start,
             "compute": n * k * t_mma_sm, "feed": n * k * t_feed,
-            "overhead": n * (epilogue + per_tile) + start, "waits": waits}
+            "overhead": n * (epilogue + per_tile + atomics / conc) + start, "waits": waits}
 
 
 def _pnorm(a: float, b: float, p: float) -> float:

@@ -55,7 +55,7 @@ def check(program: Program, task: Task, sizes: Sizes, launcher, device="cpu",
         if not torch.equal(before, inputs[name]) and name not in program.info.stored:
             return Correctness(False, dict(sizes), message=f"input `{name}` was modified by "
                                "the kernel")
-    reference = task.reference(saved)
+    reference = task.reference(saved, sizes)
     return compare(outputs, reference, task, sizes)
 
 

@@ -1,0 +1,3 @@
+"""Attention: flash attention forward as an Argus task. Importing this package registers it."""
+
+from .task import TASK, AttentionTask  # noqa: F401
