@@ -244,6 +244,8 @@ def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
     t1 = ck.vars.fresh("t1", "iter", 0, None)
     t2 = ck.vars.fresh("t2", "iter", 0, None)
     for tag, (g, v) in _strip(out).tags.items():
+        if tag.startswith("@"):  # versions of running maxima change by design
+            continue
         g1, v1 = subst(g, at(t1)), subst(v, at(t1))
         g2, v2 = subst(g, at(t2)), subst(v, at(t2))
         model = ck.find(z3.And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)

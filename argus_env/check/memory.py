@@ -172,12 +172,16 @@ def dot(ck, call: ir.Call) -> SV:
         for name, (g, v) in side.tags.items():
             if name in contracted or name in tags:
                 continue
-            tags[name] = (subst(z3.And(g, other.live()), some), subst(v, some))
+            # present where some lane contributes (a lane within the contraction)
+            tags[name] = (z3.And(subst(z3.And(g, other.live()), some), anyl >= 0, anyl < k),
+                          subst(v, some))
     cov = {name: [Cov((lane,), z3.And(live, lane >= 0, lane < k), a2.tags[name][1], "sum")]
            for name in contracted}
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
     out = SV(shape, None, tags, cov, False, frag)
+    from .softmax import check_relations
+    check_relations(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
         c = align(ck.expr(acc), shape)
         out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags

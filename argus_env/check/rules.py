@@ -33,11 +33,20 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                 out[name] = (g, v)
                 continue
             g0, v0 = out[name]
+            if name == "@mx":  # two maxima meet in A.maximum: the newer version wins
+                out[name] = (z3.Or(g0, g), z3.If(z3.And(g0, g), z3.If(v0 >= v, v0, v),
+                                                 z3.If(g0, v0, v)))
+                continue
             if not (g0.eq(g) and v0.eq(v)):
                 m = ck.find(z3.And(g0, g, v0 != v), shape)
                 if m is not None:
-                    ck.violate("tag_conflict", what, f"`{what}` meets two values of tag {name}",
-                               m, shape, expected={name: v0}, actual={name: v})
+                    from .softmax import special_conflict
+                    inv = special_conflict(name) if name.startswith("@") else "tag_conflict"
+                    label = {"@ref": "max version", "@base2": "log2(e) scaling"}.get(name, name)
+                    ck.violate(inv, what, f"`{what}` meets two values of {label}"
+                               + (" (values relative to different running maxima)"
+                                  if name == "@ref" else ""),
+                               m, shape, expected={label: v0}, actual={label: v})
                 else:
                     ck.proven(f"{what}: tag {name} agrees")
             out[name] = (z3.Or(g0, g), z3.If(g0, v0, v))
@@ -60,7 +69,8 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             return SV((), z3.BoolVal(v))
         if isinstance(v, int):
             return SV((), z3.IntVal(v))
-        return SV((), None, origin="None" if v is None else repr(v))
+        return SV((), None, origin="None" if v is None else repr(v),
+                  fval=v if isinstance(v, float) else None)
     if isinstance(e, ir.Name):
         if e.id not in ck.env:
             raise NotImplementedError(f"check: `{e.id}` has no symbolic value")
@@ -114,8 +124,26 @@ def binop(ck, e: ir.BinOp) -> SV:
         cov = add_cov(x.cov, y.cov)
     else:
         cov = add_cov(y.cov, {n: t for n, t in x.cov.items() if n not in y.cov})
-    return SV(shape, _arith(ck, e.op, x.val, y.val), tags, cov, x.carried or y.carried,
-              x.frag or y.frag)
+    out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
+             x.frag or y.frag, fval=_ffold(e.op, x.fval, y.fval))
+    from . import softmax
+    if e.op == "-":
+        softmax.on_subtract(ck, x, y, out, shape)
+    elif e.op == "*":
+        softmax.on_multiply(ck, x, y, out, shape, what)
+        if softmax.scale_tag(ck, x.fval if y.tags else y.fval if x.tags else None):
+            out.tags["@base2"] = (z3.BoolVal(True), z3.IntVal(1))
+    return out
+
+
+def _ffold(op: str, a, b):
+    """Compile-time float arithmetic (scales such as SCALE * log2(e))."""
+    if a is None or b is None:
+        return None
+    try:
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b}.get(op)
+    except ZeroDivisionError:
+        return None
 
 
 def expand(ck, e: ir.Subscript) -> SV:
@@ -184,7 +212,10 @@ def _fill(ck, e):
 
 def _same(ck, e):
     x = ck.expr(e.arg("x"))
-    return replace(x, val=None)
+    if e.fn in ("exp", "exp2"):
+        from .softmax import check_exponent
+        check_exponent(ck, e.fn, x, x.shape, print_expr(e))
+    return replace(x, val=None, fval=None)
 
 
 def _abs(ck, e):
@@ -253,7 +284,13 @@ def _reduce(ck, e):
         if depends_on(v, lane):
             cov.setdefault(n, []).append(Cov((lane,), z3.And(live, g), v, kind))
         else:
-            tags[n] = (subst(g, [(lane, anyl)]), subst(v, [(lane, anyl)]))
+            # present where some lane of the reduced axis carries it
+            tags[n] = (z3.And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
+                       subst(v, [(lane, anyl)]))
+    if e.fn in ("max", "min") and tags:
+        from .softmax import version
+        tags["@mx"] = (z3.And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
+                       version(ck))
     return SV(shape, None, tags, cov, x.carried, None)
 
 

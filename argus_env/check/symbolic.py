@@ -209,7 +209,8 @@ class Checker:
         scope = self.typer.initial_scope()
         for p in self.kernel.params:
             if p.kind == "const":
-                self.env[p.name] = SV((), _lit(p.default))
+                self.env[p.name] = SV((), _lit(p.default),
+                                      fval=p.default if isinstance(p.default, float) else None)
             elif p.kind == "scalar":
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
         for s in self.kernel.sizes:

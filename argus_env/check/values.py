@@ -44,6 +44,7 @@ class SV:
     carried: bool = False     # a loop-carried value (e.g. a prefetched tile)
     frag: str | None = None   # fragment layout policy for thread naming ("mma" for dots)
     origin: str = ""          # the DSL text that produced it, for messages
+    fval: float | None = None  # a compile-time float's value (softmax scales)
 
     def map(self, fn) -> "SV":
         """Apply a formula transformation (a substitution) to every field."""

@@ -58,7 +58,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                            scope=scope)
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
-    covered = [w for t in terms for w in _witnesses(t, x, defaults or {})]
+    covered = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
     m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
                  ctx + [x >= lo, x < hi])
     if m is None:
@@ -78,6 +78,16 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                    actual={f"missing {name}": xv}, frag=frag, scope=scope)
     else:
         ck.report.notes.append(f"line {ck._line()}: completeness of {name} not proven")
+
+
+def _some_lane(ck, formula):
+    """Guards say a tag is present where *some* lane of a reduction contributes (an
+    existential lane variable); inside a witness, which is negated, that must stay an
+    existential: bind those lane variables with Exists."""
+    from .values import free_names
+    lanes = [v.expr for n, v in ck.vars.vars.items()
+             if n in free_names(formula) and n.startswith("any")]
+    return z3.Exists(lanes, formula) if lanes else formula
 
 
 def _unique(vs) -> list:

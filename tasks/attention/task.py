@@ -59,6 +59,16 @@ class AttentionTask(Task):
             return {"o": {"SK": ("0", "min(pos(SQ) + 1, SK)")}}
         return {"o": {"SK": ("0", "SK")}}
 
+    def causal_pair(self, consts: dict):
+        """(query dim, key dim) when the program is causal: no key after its query may
+        reach an exponent."""
+        return ("SQ", "SK") if consts.get("CAUSAL") else None
+
+    def tag_relations(self, consts: dict) -> list:
+        """GQA: a query head h meets only KV head h // GROUP."""
+        group = int(consts.get("GROUP", 1) or 1)
+        return [("H", "KVH", lambda h: h / group, "head_map")]
+
     def bind(self, program: Program, sizes: Sizes) -> Program:
         """The program with the problem's constants (causal flag, GQA group, head dim and
         softmax scale) set from the shape."""

@@ -1,0 +1,131 @@
+"""Invariants of softmax-style programs (attention), on top of the tag rules.
+
+Internal tags, named with "@" so they never meet a tensor's dimension names:
+
+- `@mx`: a row maximum (`A.max`/`A.min` reduction) carries the *version* of the point where
+  it was taken: the value of the innermost runtime loop's variable, 0 outside loops;
+  `A.maximum` of two versions keeps the newer.
+- `x - m` with `m` a maximum gives `@ref`: the values are exponents relative to that
+  maximum; `m_old - m_new` of two maxima gives the rescale factor `@from`/`@to`.
+- multiplying a value relative to version a (`@ref` = a) by a factor from a to b yields a
+  value relative to b; a factor from a to b meeting a value relative to c != a is a
+  **softmax** violation (the accumulator and the row sum must be rescaled by the factor of
+  the same running-max change), and so is adding or dividing values relative to
+  different maxima (an accumulator not rescaled, a row sum normalising another range).
+- `@base2`: the value was scaled by log2(e) (a compile-time factor equal to log2(e) or to
+  the softmax scale times log2(e)); `exp2` needs it, `exp` must not see it (**exp_base**).
+
+The task says which dims are query and key positions (**causal**: no element with key >
+query may reach an exponent) and how tags relate (**head_map**: KVH = H // GROUP).
+"""
+
+from __future__ import annotations
+
+import math
+
+import z3
+
+from .values import SV
+
+LOG2E = 1.4426950408889634
+SPECIAL = ("@ref", "@from", "@to", "@mx", "@base2")
+
+
+def version(ck) -> z3.ArithRef:
+    """The point a maximum is taken at: the innermost runtime loop's value, else 0."""
+    for f in reversed(ck.frames):
+        if f.kind == "loop":
+            value = getattr(f, "value", None)
+            return value if value is not None else f.start + f.var * f.step
+    return z3.IntVal(0)
+
+
+def on_subtract(ck, x: SV, y: SV, out: SV, shape) -> None:
+    """`x - y` where y (or both) are maxima: relative values or a rescale factor."""
+    if "@mx" not in y.tags:
+        return
+    gy, vy = y.tags["@mx"]
+    out.tags.pop("@mx", None)
+    if "@mx" in x.tags:
+        gx, vx = x.tags["@mx"]
+        out.tags["@from"], out.tags["@to"] = (gx, vx), (gy, vy)
+    else:
+        out.tags["@ref"] = (gy, vy)
+
+
+def on_multiply(ck, x: SV, y: SV, out: SV, shape, what: str) -> None:
+    """A value relative to version a times a factor from a to b: relative to b."""
+    factor, value = (x, y) if "@from" in x.tags else (y, x) if "@from" in y.tags else (None, None)
+    if factor is None:
+        return
+    (gf, vf), (gt, vt) = factor.tags["@from"], factor.tags["@to"]
+    if "@ref" in value.tags:
+        gr, vr = value.tags["@ref"]
+        m = ck.find(z3.And(gf, gr, vf != vr), shape)
+        if m is not None:
+            ck.violate("softmax", "rescale", f"`{what}` rescales a value taken relative to the "
+                       "maximum of one iteration by the factor of another iteration's change",
+                       m, shape, expected={"max version": vf}, actual={"max version": vr})
+        else:
+            ck.proven(f"{what}: rescaled by the factor of its own maximum's change")
+    for name in ("@from", "@to", "@mx"):
+        out.tags.pop(name, None)
+    out.tags["@ref"] = (gt, vt)
+
+
+def special_conflict(name: str) -> str:
+    """The invariant a disagreement of an internal tag breaks."""
+    return "softmax" if name in ("@ref", "@from", "@to") else "exp_base" if name == "@base2" \
+        else "tag_conflict"
+
+
+def scale_tag(ck, factor: float | None) -> bool:
+    """Whether multiplying by compile-time `factor` folds log2(e) into the values."""
+    if factor is None or factor == 0:
+        return False
+    scale = (ck.kernel.consts.get("SCALE") or 1.0)
+    return any(math.isclose(factor, c, rel_tol=1e-4) for c in (LOG2E, scale * LOG2E))
+
+
+def check_exponent(ck, fn: str, x: SV, shape, what: str) -> None:
+    """exp_base for `exp`/`exp2`, and the causal mask before any exponent."""
+    if x.tags and not all(n.startswith("@") for n in x.tags):
+        base2 = "@base2" in x.tags
+        if fn == "exp2" and not base2:
+            ck.violate("exp_base", fn, f"`{what}` takes exp2 of values not scaled by "
+                       "log2(e): fold log2(e) into the softmax scale", ck.find(x.live(), shape),
+                       shape, expected={"scale": "SCALE * log2(e)"}, actual={"scale": "SCALE"})
+        elif fn == "exp" and base2:
+            ck.violate("exp_base", fn, f"`{what}` takes exp of values scaled by log2(e): use "
+                       "exp2, or drop log2(e) from the scale", ck.find(x.live(), shape), shape,
+                       expected={"function": "exp2"}, actual={"function": "exp"})
+        else:
+            ck.proven(f"{fn}: exponent base matches the scale")
+    pair = ck.task.causal_pair(ck.kernel.consts) if ck.task is not None and \
+        hasattr(ck.task, "causal_pair") else None
+    if pair and pair[0] in x.tags and pair[1] in x.tags:
+        (gq, vq), (gk, vk) = x.tags[pair[0]], x.tags[pair[1]]
+        m = ck.find(z3.And(gq, gk, vk > vq), shape)
+        if m is not None:
+            ck.violate("causal", fn, f"`{what}` exponentiates a score whose key comes after its "
+                       "query: mask it before the exponent, or skip its block", m, shape,
+                       expected={pair[1]: f"<= {pair[0]}"}, actual={pair[0]: vq, pair[1]: vk})
+        else:
+            ck.proven(f"{fn}: no key after its query reaches the exponent")
+
+
+def check_relations(ck, out: SV, shape, what: str) -> None:
+    """The task's relations between tags that meet (GQA: KVH = H // GROUP)."""
+    rels = ck.task.tag_relations(ck.kernel.consts) if ck.task is not None and \
+        hasattr(ck.task, "tag_relations") else []
+    for a, b, fn, invariant in rels:
+        if a in out.tags and b in out.tags:
+            (ga, va), (gb, vb) = out.tags[a], out.tags[b]
+            want = fn(va)
+            m = ck.find(z3.And(ga, gb, vb != want), shape)
+            if m is not None:
+                ck.violate(invariant, "dot", f"`{what}` combines {a}={{{a}}} with {b} other than "
+                           f"the one it maps to".replace(f"{{{a}}}", "a query head"), m, shape,
+                           expected={b: want}, actual={a: va, b: vb})
+            else:
+                ck.proven(f"{what}: {b} follows from {a}")
