@@ -37,10 +37,13 @@ class ShapeCase:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Elementwise closeness: |out - ref| <= atol * rms(ref) + rtol * |ref|."""
+    """Elementwise closeness: |out - ref| <= atol * rms(ref) + rtol * |ref|, the rms taken
+    over the whole output, or over its last `row_dims` dims when rows have different
+    scales (a causal attention row averages over as many keys as its position)."""
 
     rtol: float
     atol: float
+    row_dims: int = 0
 
 
 class Task:
@@ -88,6 +91,10 @@ class Task:
         attention row covers fewer keys): by default `store_coverage`. Bounds are DSL-like
         expressions over sizes, `min(a, b)` and `pos(DIM)`, the destination's index on DIM."""
         return self.store_coverage
+
+    #: small shapes with the problem constants of `sizes`, for numerical checks under the
+    #: interpreter, or None: the environment then uses `env_check_shape` and `cpu_shapes`
+    reduced_shapes = None
 
     def bind(self, program: Program, sizes: Sizes) -> Program:
         """The program with the problem's own constants set from the shape (for attention:

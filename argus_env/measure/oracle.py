@@ -1,9 +1,10 @@
 """The correctness oracle: run a program on fresh random inputs and compare with torch.
 
 Every check draws new inputs (never zeros), poisons every output with NaN before the run
-(so an element the kernel never writes cannot pass), checks that the inputs are unchanged
-afterwards (a kernel may not scribble over what it reads), and compares each output with
-the task's float32 reference elementwise:
+(so an element the kernel never writes cannot pass, whatever the program declares: the
+task's reference names the outputs), checks that every input is unchanged afterwards (a
+kernel may not scribble over what it reads, even where it also stores), and compares each
+output with the task's float32 reference elementwise:
 
     |out - ref| <= atol * rms(ref) + rtol * |ref|
 
@@ -43,20 +44,27 @@ def check(program: Program, task: Task, sizes: Sizes, launcher, device="cpu",
     gen = torch.Generator(device=device).manual_seed(seed)
     inputs = task.make_inputs(program, sizes, device, gen)
     saved = {k: v.clone() for k, v in inputs.items()}
-    outputs = {}
+    reference = task.reference(saved, sizes)  # from copies: the kernel cannot reach it
+    # the task's outputs (the reference's keys) start poisoned even when the program reads
+    # them or never writes them; so does any other tensor the task does not supply
+    args = dict(inputs)
     for p in program.kernel.tensors:
-        if p.name in program.info.outputs:
-            outputs[p.name] = _poisoned(p, sizes, device)
-    args = {**inputs, **outputs}
+        if p.name in reference or p.name not in args:
+            args[p.name] = _poisoned(p, sizes, device)
+    absent = [name for name in reference if name not in args]
+    if absent:
+        return Correctness(False, dict(sizes), message=f"the program has no output tensor "
+                           f"`{absent[0]}`")
     launcher(**{p.name: args[p.name] for p in program.kernel.tensors})
     if device != "cpu":
         torch.cuda.synchronize()
     for name, before in saved.items():
-        if not torch.equal(before, inputs[name]) and name not in program.info.stored:
+        if name not in reference and not torch.equal(before, args[name]):
+            changed = int((before != args[name]).sum().item())
             return Correctness(False, dict(sizes), message=f"input `{name}` was modified by "
-                               "the kernel")
-    reference = task.reference(saved, sizes)
-    return compare(outputs, reference, task, sizes)
+                               f"the kernel ({changed} of {before.numel()} elements): a kernel "
+                               "may write only its outputs")
+    return compare({name: args[name] for name in reference}, reference, task, sizes)
 
 
 def _poisoned(p, sizes: Sizes, device):
@@ -81,8 +89,12 @@ def compare(outputs: dict, reference: dict, task: Task, sizes: Sizes) -> Correct
         ref = ref.float().to(out.device)
         rms = ref.pow(2).mean().sqrt().item() or 1.0
         verdict.outputs[name] = rms
+        scale = rms
+        if tol.row_dims:  # per-row scale (rows of different magnitude), never below 0
+            dims = tuple(range(ref.dim() - tol.row_dims, ref.dim()))
+            scale = ref.pow(2).mean(dim=dims, keepdim=True).sqrt()
         err = (out - ref).abs()
-        bad = ~(err <= tol.atol * rms + tol.rtol * ref.abs())  # NaN counts as bad
+        bad = ~(err <= tol.atol * scale + tol.rtol * ref.abs())  # NaN counts as bad
         finite_err = torch.nan_to_num(err, nan=math.inf)
         verdict.max_abs_err = max(_nanmax(verdict.max_abs_err), finite_err.max().item())
         verdict.max_rel_err = verdict.max_abs_err / rms

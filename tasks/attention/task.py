@@ -45,7 +45,9 @@ class AttentionTask(Task):
         {"B": 1, "H": 1, "KVH": 1, "SQ": 64, "SK": 96, "D": 128, "CAUSAL": 0},
     )
     env_check_shape = {"B": 1, "H": 2, "KVH": 1, "SQ": 72, "SK": 72, "D": 64, "CAUSAL": 1}
-    tolerance = Tolerance(rtol=2e-2, atol=2e-2)
+    # scale per query row: a causal row averages over as many keys as its position, so
+    # early rows are larger and carry proportionally larger bf16 rounding errors
+    tolerance = Tolerance(rtol=2e-2, atol=2e-2, row_dims=1)
     signature = {"q": (("B", "H", "SQ", "D"), "bf16"), "k": (("B", "KVH", "SK", "D"), "bf16"),
                  "v": (("B", "KVH", "SK", "D"), "bf16"), "o": (("B", "H", "SQ", "D"), "bf16")}
     anchor_dims = ("B", "H", "KVH", "SQ", "D", "CAUSAL")
@@ -58,6 +60,13 @@ class AttentionTask(Task):
         if consts.get("CAUSAL"):
             return {"o": {"SK": ("0", "min(pos(SQ) + 1, SK)")}}
         return {"o": {"SK": ("0", "SK")}}
+
+    def reduced_shapes(self, sizes: Sizes) -> list[dict]:
+        """Small and ragged, with the same causal flag, GQA group and head dim."""
+        group = sizes["H"] // sizes["KVH"]
+        base = {"B": 1, "H": group, "KVH": 1, "D": sizes["D"],
+                "CAUSAL": int(sizes.get("CAUSAL", 0))}
+        return [{**base, "SQ": 72, "SK": 72}, {**base, "SQ": 40, "SK": 40}]
 
     def causal_pair(self, consts: dict):
         """(query dim, key dim) when the program is causal: no key after its query may
@@ -92,7 +101,11 @@ class AttentionTask(Task):
         group = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         causal = bool(sizes.get("CAUSAL", 0))
-        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        # the plain math backend in float32: the fused fp32 backends were seen returning
+        # exact zeros at a few early causal rows on an H200 (torch 2.11)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel([SDPBackend.MATH]):
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return {"o": o}
 
     def flops(self, sizes: Sizes) -> float:
@@ -118,7 +131,8 @@ class AttentionTask(Task):
 
     @property
     def space(self):
-        return None
+        from .space import SPACE
+        return SPACE
 
 
 TASK = register_task(AttentionTask())

@@ -30,3 +30,17 @@ def test_expert_uses_tma_descriptors_on_4d_tensors():
     assert "q_desc.load([b, h, pid_m * BM, 0]).reshape(BM, HEAD_DIM)" in src, src
     assert ".reshape(1, 1, BM, HEAD_DIM)" in src and "tl.exp2(" in src
     assert "if CAUSAL == 1:" in src
+
+
+def test_per_row_tolerance_still_rejects_zeros_and_noise():
+    import torch
+    sizes = {"B": 1, "H": 2, "KVH": 2, "SQ": 96, "SK": 96, "D": 64, "CAUSAL": 1}
+    gen = torch.Generator().manual_seed(0)
+    inputs = TASK.make_inputs(None, sizes, "cpu", gen)
+    ref = TASK.reference(inputs, sizes)["o"]
+    zeros = oracle.compare({"o": torch.zeros_like(ref)}, {"o": ref}, TASK, sizes)
+    assert not zeros.ok and zeros.mismatches > 0.9 * ref.numel(), zeros.mismatches
+    noisy = ref + 0.1 * ref.pow(2).mean(dim=-1, keepdim=True).sqrt() * torch.randn_like(ref)
+    assert not oracle.compare({"o": noisy}, {"o": ref}, TASK, sizes).ok
+    rounded = ref.to(torch.bfloat16)
+    assert oracle.compare({"o": rounded}, {"o": ref}, TASK, sizes).ok
