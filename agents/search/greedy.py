@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.tracking import trackable
 from argus_env.envs.record import EpisodeRecord, Recorder
 
 
@@ -32,6 +33,8 @@ class Args:
     """a reward above this keeps the transformation"""
     perturb: int = 2
     """random legal transformations applied after each restart"""
+    track: bool = False
+    """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
 
 class _Climber:
@@ -94,6 +97,7 @@ class _Climber:
                 self.step(self.undo)
 
 
+@trackable("greedy")
 def run(env, args: Args, progress=None) -> EpisodeRecord:
     c = _Climber(env, args, progress)
     c.reset(first=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.tracking import trackable
 from argus_env.envs.record import EpisodeRecord, Recorder
 
 
@@ -22,8 +23,11 @@ class Args:
     """seeds the environment's reset and the agent's choices"""
     shape: str | None = None
     """shape name (or None: drawn from the environment's split)"""
+    track: bool = False
+    """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
 
+@trackable("random")
 def run(env, args: Args, progress=None) -> EpisodeRecord:
     rng = np.random.default_rng(args.seed)
     rec = Recorder(env, "random", args.seed)
