@@ -1,0 +1,115 @@
+"""PPO with action masking: trains with two env runners, checkpoints, resumes, plays as
+an agent and on the held-out shapes; no masked action ever reaches an environment."""
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import argus_env  # noqa: F401
+from agents import load_agent
+from agents.rl.wrappers import MaskAudit, read_audit
+from argus_env.envs.record import EpisodeRecord
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(ray_session, tmp_path_factory):
+    """2 iterations, 2 env runners, 64 steps each, on a shape whose checks are cheap;
+    every env runner's env appends its steps to one audit file."""
+    from agents.rl import ppo
+    root = tmp_path_factory.mktemp("ppo")
+    audit = root / "train_audit.jsonl"
+    args = ppo.load_args(ppo.DEFAULT_CONFIG, iterations=2, num_env_runners=2,
+                         train_batch_size=64, minibatch_size=32, num_epochs=1,
+                         hiddens=[32], correctness="none", max_episode_steps=8,
+                         train_shapes=["decode-16"], checkpoint_dir=str(root / "ckpt"),
+                         env_config={"mask_audit": str(audit)}, track=True,
+                         wandb_dir=str(root / "wandb"))
+    path = ppo.train(args)
+    return ppo, args, path, audit, root
+
+
+def _metrics(checkpoint: str) -> list[dict]:
+    lines = (Path(checkpoint).parent / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(x) for x in lines]
+
+
+def test_training_saves_a_checkpoint_and_logs(trained):
+    ppo, args, path, audit, root = trained
+    module_dir = Path(path) / "learner_group" / "learner" / "rl_module" / "default_policy"
+    assert module_dir.is_dir(), path
+    assert (Path(args.checkpoint_dir) / "latest").read_text().strip() == path
+    rows = _metrics(path)
+    assert [r["iteration"] for r in rows] == [1, 2], rows
+    assert rows[-1]["env_steps_sampled_lifetime"] >= 128, rows[-1]
+    for key in ("episode_return_mean", "learner/total_loss", "learner/policy_loss"):
+        assert key in rows[-1], (key, rows[-1])
+    run_dirs = list((root / "wandb" / "wandb").glob(f"offline-run-*-{Path(path).parent.name}"))
+    assert len(run_dirs) == 1, list((root / "wandb").rglob("*"))[:20]
+
+
+def test_no_masked_action_reaches_the_env_in_training(trained):
+    *_, audit, _ = trained
+    totals = read_audit(str(audit))
+    assert totals["steps"] >= 128, totals
+    assert len(totals["pids"]) >= 2, f"expected both env runners to step envs: {totals}"
+    assert totals["violations"] == 0, totals
+
+
+def test_resume_from_the_checkpoint(trained):
+    ppo, args, path, _, root = trained
+    import dataclasses
+    # sampling in this process (no env runner actors to start): restoring does not
+    # depend on how many env runners wrote the checkpoint
+    again = ppo.train(dataclasses.replace(args, restore=path, iterations=1, track=False,
+                                          num_env_runners=0, checkpoint_dir=str(root / "resumed")))
+    rows = _metrics(again)
+    assert rows[0]["iteration"] == 3, rows          # counters restored with the weights
+    assert rows[0]["env_steps_sampled_lifetime"] >= 192, rows
+
+
+def test_plays_as_an_agent_without_masked_actions(trained, tmp_path):
+    ppo, args, path, _, _ = trained
+    module = load_agent("ppo")
+    env = MaskAudit(gym.make("Argus-GEMM-v0", correctness="none", max_episode_steps=50),
+                    str(tmp_path / "play.jsonl"))
+    rec = module.run(env, module.Args(checkpoint=path, budget=6, seed=0, shape="decode-16"))
+    assert isinstance(rec, EpisodeRecord) and rec.agent == "ppo", rec
+    assert rec.submitted and 1 <= rec.steps <= 6 and len(rec.actions) == rec.steps, rec
+    assert env.violations == 0, (rec.action_labels, env.violations)
+    assert EpisodeRecord.from_json(rec.to_json()) == rec
+    again = module.run(MaskAudit(gym.make("Argus-GEMM-v0", correctness="none")),
+                       module.Args(checkpoint=path, budget=6, seed=0, shape="decode-16"))
+    assert again.actions == rec.actions, "greedy play should be deterministic"
+
+
+def test_greedy_evaluation_on_held_out_shapes(trained, tmp_path):
+    ppo, args, path, _, _ = trained
+    import dataclasses
+    audit = tmp_path / "eval.jsonl"
+    eval_args = dataclasses.replace(args, budget=4, eval_shapes=["decode-64", "square-2048"],
+                                    env_config={"mask_audit": str(audit)}, track=False)
+    records = ppo.evaluate(eval_args, path)
+    assert [r.shape for r in records] == ["decode-64", "square-2048"], records
+    test_shapes = {"decode-64", "ragged-3000", "square-2048", "llama-qkv"}
+    assert all(r.shape in test_shapes and r.submitted and r.steps <= 4 for r in records), records
+    totals = read_audit(str(audit))
+    assert totals["steps"] == sum(r.steps for r in records) and totals["violations"] == 0, totals
+
+
+def test_missing_checkpoint_says_how_to_get_one(tmp_path, monkeypatch):
+    from agents.rl import ppo
+    monkeypatch.delenv(ppo.CHECKPOINT_ENV, raising=False)
+    with pytest.raises(FileNotFoundError, match="train one"):
+        ppo.resolve_checkpoint(ppo.Args(checkpoint_dir=str(tmp_path)))
+
+
+def test_config_file_names_unknown_settings():
+    from agents.rl import ppo
+    args = ppo.load_args()
+    assert args.num_env_runners >= 2 and args.train_batch_size <= 512, args
+    with pytest.raises(KeyError, match="did you mean 'num_env_runners'"):
+        ppo.load_args(num_env_runner=3)
