@@ -63,7 +63,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None,
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
-    kwargs = dict(include_dashboard=False, namespace=NAMESPACE, **init_kwargs)
+    kwargs = dict(include_dashboard=False, **init_kwargs)
     if address is None:
         kwargs.update(num_cpus=num_cpus, num_gpus=num_gpus)
         if temp_dir:
