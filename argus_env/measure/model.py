@@ -9,11 +9,16 @@ so the model is plain arithmetic over the mechanisms that the H200 measurements 
 * **Tile feed.** Each k step pulls (BM + BN) x BK operands from L2 into the SM; this per-SM
   bandwidth, not the tensor cores, holds small tiles back (64x64 tiles: ~330 TFLOP/s).
   Feed and MMA overlap more with TMA, warp specialization and more resident warpgroups.
+  TMA moves whole boxes: rows past M arrive zero-filled but cost the feed like real ones.
 * **Latency.** S pipeline stages keep S-1 loads in flight: a step lasts at least
-  latency / (S-1), and S=1 exposes it fully. Latency mixes L2 and DRAM by the miss ratio.
+  latency / (S-1), and S=1 exposes it fully. Latency mixes L2 and DRAM by the miss ratio;
+  a TMA load waits a little longer (descriptor, mbarrier round trip).
 * **DRAM.** A is re-read per tile column and B per tile row unless L2 keeps them; the tile
   order (grouped, persistent, plain 2D grid) decides what must stay. Split-K adds the
   zero-fill and read-modify-write of C.
+* **Atomics.** Each thread's acq_rel atomic adds (split-K) complete one after another, and
+  many times slower when N is not 16-aligned, so no vector width is provable (the H200
+  table's 1000x1000x1000 split-K rows run at 4-24 TFLOP/s).
 * **Waves.** The busiest SM runs ceil(tiles / SMs) tiles, `occupancy` at once (shared
   memory, registers, warps); persistent grids skip per-program start-up and, with their
   flattened loop, pipeline refills. Per-tile start-up and epilogue weigh on short K loops.
@@ -21,12 +26,15 @@ so the model is plain arithmetic over the mechanisms that the H200 measurements 
 
 Limits that bind together join by p-norms (soft maxima). The result is asserted to stay
 under the achievable compute ceiling and over the DRAM floor min_bytes / bandwidth. The
-free constants are the fields of `CalibrationParams`, for a fit against recorded tables.
+free constants are the fields of `CalibrationParams`; benchmarks/calibrate_model.py fits
+them to a recorded table into configs/calibration/<profile>.json, which `estimate` uses
+by default (profiles without a file keep the hand-set values).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields
@@ -36,12 +44,12 @@ from pathlib import Path
 from .features import KernelFeatures
 
 HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"
+CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "configs" / "calibration"
 REGISTER_OVERHEAD = 40        # registers per thread besides the accumulator (pointers, indices)
 BARRIER_BYTES_PER_STAGE = 8   # one mbarrier per pipeline stage (Triton's 262176 B = 4 stages)
 WARP_COUNTS = (1, 2, 4, 8, 16)
 DTYPE_NAMES = {1: "fp8", 2: "bf16", 4: "fp32"}
 MMA_RATE_SCALE = {1: 2.0, 2: 1.0, 4: 0.5}   # fp8 doubles the bf16 tensor rate, tf32 halves it
-SMEM_FLOP_PER_BYTE = 32.0     # Hopper SM: 4096 dense bf16 FLOP per clock, 128 B of shared memory
 
 
 # ---------------------------------------------------------------- hardware profiles
@@ -111,7 +119,10 @@ def load_profile(name: str = "h200", directory: Path | None = None) -> HardwareP
 # ---------------------------------------------------------------- free constants, result
 @dataclass(frozen=True)
 class CalibrationParams:
-    """Every free constant of the model, with its H200-fitted value. A fit replaces this."""
+    """Every free constant of the model. The defaults are hand-set (tma_latency_us,
+    atomic_us and unaligned_atomic start switched off); `CalibrationParams.load(profile)`
+    gives a profile's fitted values, written by benchmarks/calibrate_model.py to
+    configs/calibration/<profile>.json."""
 
     sustained_fraction: float = 0.88   # chip MMA rate, sustained timing / achievable (power cap)
     wgmma_efficiency: float = 0.90     # per-SM wgmma rate / datasheet per-SM peak
@@ -122,8 +133,6 @@ class CalibrationParams:
     dram_efficiency: float = 0.85      # re-read streams of a GEMM / copy bandwidth
     chip_overlap_p: float = 6.0        # p-norm joining the busiest SM's time and the chip cap
     memory_overlap_p: float = 3.0      # p-norm joining on-chip time and DRAM time
-    smem_efficiency: float = 1.0       # shared-memory bandwidth reached / datasheet (wgmma)
-    tma_feed: float = 1.0              # TMA operand-load rate / plain (cp.async) feed rate
     tma_latency_us: float = 0.0        # extra wait of a TMA load (descriptor, mbarrier)
     unaligned_feed: float = 0.30       # feed-rate factor, non-TMA operand not 16-element aligned
     atomic_feed: float = 0.25          # atomic-add rate / feed bandwidth (split-K epilogue)
@@ -131,6 +140,23 @@ class CalibrationParams:
     unaligned_atomic: float = 1.0      # atomics' slow-down when N is not 16-aligned
     program_overhead_us: float = 0.3   # start-up of one program (index math, acc init)
     step_overhead_us: float = 0.02     # fixed cost of one k step (stage barrier, loop)
+
+    @classmethod
+    def load(cls, profile: str, directory: Path | None = None) -> "CalibrationParams":
+        """The constants fitted for `profile`; the hand-set defaults if none were fitted."""
+        return _load_params(profile, directory)
+
+
+@lru_cache(maxsize=None)
+def _load_params(profile: str, directory: Path | None) -> CalibrationParams:
+    path = Path(directory or CALIBRATION_DIR) / f"{profile.strip().lower()}.json"
+    if not path.exists():
+        return CalibrationParams()
+    params = json.loads(path.read_text()).get("params", {})
+    unknown = sorted(set(params) - {f.name for f in fields(CalibrationParams)})
+    if unknown:
+        raise ValueError(f"{path}: unknown calibration constants {unknown}")
+    return CalibrationParams(**params)
 
 
 @dataclass
@@ -216,7 +242,7 @@ class _Shape:
     k: int
     gm: int
     gn: int
-    a_step: float      # bytes of A one k step loads (masked rows cost nothing)
+    a_step: float      # bytes of A one k step loads (masked rows cost nothing, TMA's do)
     b_step: float
     c_tile: float      # bytes of one output tile
     a_slow: bool       # operand's contiguous extent not a multiple of 16 (no vector loads)
@@ -239,9 +265,9 @@ def _shape(f: KernelFeatures) -> _Shape:
     gemm = {"M", "N", "K"} <= s.keys()
     plain = gemm and not f.tma_loads
     # TMA fills whole boxes: out-of-bounds rows arrive as zeros and cost the feed
-    box_rows, box_cols = (f.block_m, f.block_n) if f.tma_loads else (rows, cols)
+    box_m, box_n = (f.block_m, f.block_n) if f.tma_loads else (rows, cols)
     return _Shape(m, n, k, -(-m // f.block_m), -(-n // f.block_n),
-                  box_rows * bk * f.operand_bytes * f.dots, box_cols * bk * f.operand_bytes * f.dots,
+                  box_m * bk * f.operand_bytes * f.dots, box_n * bk * f.operand_bytes * f.dots,
                   rows * cols * f.output_bytes,
                   plain and k % 16 != 0, plain and (k if f.kmajor_b else n) % 16 != 0,
                   gemm and not f.tma_store and n % 16 != 0)
@@ -309,28 +335,6 @@ def _waves(f: KernelFeatures, p: HardwareProfile, occ: int) -> tuple[int, int]:
     return n, max(1, min(occ, n))
 
 
-def wgmma_instr_n(f: KernelFeatures) -> int:
-    """N of one wgmma instruction: Triton's warpsPerTileV3 puts warpgroups along M first."""
-    warps_m, warps_n = 4, 1
-    while warps_m * warps_n < f.num_warps:
-        if f.block_m > 16 * warps_m:
-            warps_m *= 2
-        else:
-            warps_n *= 2
-    return max(8, min(256, f.block_n // warps_n))
-
-
-def _smem_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _Shape) -> float:
-    """One k step's shared-memory traffic (us): wgmma reads its operands there, every
-    instruction a 64-row A slice and an N-wide B slice, and the loads write the step in."""
-    if f.mma != "wgmma":
-        return 0.0
-    n = wgmma_instr_n(f)
-    reads = f.block_k * f.operand_bytes * f.block_m * f.block_n * (1.0 / n + 1.0 / 64) * f.dots
-    bw = p.bf16_tflops_peak * 1e6 / p.sms / SMEM_FLOP_PER_BYTE * c.smem_efficiency
-    return (reads + sh.a_step + sh.b_step) / bw
-
-
 def _combine(a: float, b: float, hidden: float) -> float:
     """Two concurrent activities of which `hidden` of the shorter overlaps the longer."""
     return max(a, b) + (1.0 - hidden) * min(a, b)
@@ -343,12 +347,10 @@ def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _S
     per_sm, _ = _mma_rate(f, p, c)
     bw = p.l2_tbps * 1e6 / p.sms                                   # bytes per us per SM
     step_flops = 2.0 * f.block_m * f.block_n * f.block_k * f.dots
-    t_smem = _smem_time(f, p, c, sh)               # the SM's shared memory, all programs
-    t_mma = max(step_flops / (per_sm * min(1.0, f.num_warps / 4)), t_smem)
-    t_mma_sm = max(step_flops / (per_sm * min(1.0, conc * f.num_warps / 4)), t_smem)
+    t_mma = step_flops / (per_sm * min(1.0, f.num_warps / 4))
+    t_mma_sm = step_flops / (per_sm * min(1.0, conc * f.num_warps / 4))
     t_feed = (sh.a_step / (c.unaligned_feed if sh.a_slow else 1.0)
-              + sh.b_step / (c.unaligned_feed if sh.b_slow else 1.0)) / bw \
-        / (c.tma_feed if f.tma_loads else 1.0)
+              + sh.b_step / (c.unaligned_feed if sh.b_slow else 1.0)) / bw
     hidden = c.overlap_plain + (1 - c.overlap_plain) * 0.5 * (f.tma_loads + f.warp_specialize)
     latency = (p.l2_latency_us + (p.dram_latency_us - p.l2_latency_us) * miss) * c.latency_scale \
         + (c.tma_latency_us if f.tma_loads else 0.0)
@@ -384,8 +386,9 @@ def _pnorm(a: float, b: float, p: float) -> float:
 
 def estimate(f: KernelFeatures, profile: HardwareProfile,
              params: CalibrationParams | None = None) -> Estimate:
-    """Predicted time and throughput of `f` on `profile` (see the module docstring)."""
-    c, p = params or DEFAULT_PARAMS, profile
+    """Predicted time and throughput of `f` on `profile` (see the module docstring), with
+    `params` or else the profile's calibrated constants."""
+    c, p = params or CalibrationParams.load(profile.name), profile
     reasons = legality(f, p)
     occ = occupancy(f, p)
     if reasons or occ < 1:
@@ -427,8 +430,8 @@ def _bound(b: dict[str, float], t_kernel_us: float, t_chip_us: float, sm: dict) 
     return "compute" if sm["compute"] >= sm["feed"] else "memory"
 
 
-DEFAULT_PARAMS = CalibrationParams()
+DEFAULT_PARAMS = CalibrationParams()   # hand-set; `estimate` uses CalibrationParams.load
 
 __all__ = ["HardwareProfile", "CalibrationParams", "Estimate", "load_profile",
            "available_profiles", "legality", "occupancy", "smem_bytes", "registers_per_thread",
-           "dram_traffic", "estimate", "DEFAULT_PARAMS"]
+           "dram_traffic", "estimate", "DEFAULT_PARAMS", "CALIBRATION_DIR"]

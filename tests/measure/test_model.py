@@ -199,11 +199,14 @@ def test_expert_beats_baseline_on_large_squares(size, measured_ratio):
     assert 0.85 * 669.4 <= expert.tflops <= H200.bf16_tflops_achievable, expert
 
 
-def test_decode_baseline_at_least_as_fast_as_expert():
-    """Measured at 16x4096x4096: baseline 25 TFLOP/s, expert 13.6 (a padded 128-row tile)."""
+def test_decode_baseline_and_expert_both_slow():
+    """Measured at 16x4096x4096 with inputs rotated past L2 (tasks/gemm/table_h200.csv):
+    baseline 11.7 TFLOP/s, expert 13.2 (a padded 128-row tile), split-K x4 31.4. The gemm
+    suite, timed on one warm input set, had the baseline at 25: its 32 MiB B stays in the
+    60 MB L2 there. The model, like the table and the gpu backend, takes L2 as cold."""
     base, expert = (program(p, 16, 4096, 4096) for p in ("baseline", "expert"))
-    assert base.tflops >= expert.tflops, (base, expert)
-    assert 10 <= expert.tflops <= 20 and 12 <= base.tflops <= 40, (base, expert)
+    for est, measured in ((base, 11.7), (expert, 13.2)):
+        assert measured / 1.5 <= est.tflops <= measured * 1.5, (est, measured)
 
 
 def test_split_k_helps_decode():
