@@ -1,16 +1,23 @@
-"""The `argus` command.
+"""The `argus` command: one entry point for the environments, the agents and the benchmark.
 
     argus run --task gemm --agent greedy --budget 50   # one episode of an agent
-    argus verify gemm                 # the task's programs through the whole pipeline
-    argus verify gemm --program my.py # a DSL file of yours, same pipeline
-    argus lower my.py                 # print the generated Triton source
-    argus check my.py                 # prove its invariants, or print counterexamples
-    argus tasks                       # list tasks, programs and shapes
+    argus bench                       # the benchmark suite (configs/bench/default.yaml), resumable
+    argus validate RECORD             # replay episode records; exit 1 at the first divergence
+    argus leaderboard RESULTS...      # leaderboard.md and leaderboard.html from results files
+    argus envs                        # registered environments and their task cards
+    argus tasks                       # tasks, programs and shapes
+    argus check my.py                 # prove a DSL file's invariants, or print counterexamples
+    argus show my.py                  # the Triton source a DSL file becomes (alias: lower)
+    argus verify gemm                 # the task's programs against the torch reference
 
 `run` plays one episode: the agent transforms the task's baseline program, every program
 is checked, run against the torch reference under the Triton interpreter and measured
 by the cost model (the embedded CPU default); a summary, the best program and its Triton
 source are printed and the episode record is written to `runs/`.
+`bench` plays agents x envs x tracks x shapes x seeds under a step budget in table mode
+and appends one JSON line per episode to `results/<suite>.jsonl`; `validate` replays
+records from their actions in fresh environments; `leaderboard` ranks agents by the
+kernels they submitted and can `--check` a submission folder by replaying it.
 `verify` parses and type-checks each program, lowers it to Triton, and runs it against
 the torch reference: on a GPU at the task's real shapes when one is present, otherwise
 under the Triton interpreter at small ragged shapes.
@@ -172,7 +179,7 @@ def _print_episode(console, r, Table, Panel, Syntax) -> None:
                         title="its Triton source"))
 
 
-def cmd_lower(args) -> int:
+def cmd_show(args) -> int:
     from . import lower
     from .dsl.program import Program
     sys.stdout.write(lower.source(Program.from_file(args.file)))
@@ -242,6 +249,46 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def cmd_envs(args) -> int:
+    """Each registered env's task card: KernelEnv's docstring and its task's details."""
+    import inspect
+
+    from .envs import ENV_IDS, KernelEnv
+    from .task import get_task
+    console = _console()
+    ids = [args.env_id] if args.env_id else list(ENV_IDS)
+    for env_id in ids:
+        if env_id not in ENV_IDS:
+            from .bench.config import _unknown
+            raise KeyError(_unknown("env", env_id, ENV_IDS))
+        task = get_task(ENV_IDS[env_id])
+        console.rule(f"[bold]{env_id}[/] (task {task.name})")
+        console.print(f"[bold]Task[/]: {task.description}", markup=True)
+        catalog: dict = {}
+        for name, value in task.space.catalog():
+            catalog.setdefault(name, []).append(value)
+        console.print("[bold]Catalog[/] (transformation: values):")
+        for name, values in catalog.items():
+            vals = ", ".join(repr(v) for v in values if v is not None)
+            console.print(f"  {name}{': ' + vals if vals else '()'}", markup=False)
+        for split in ("train", "test"):
+            shapes = ", ".join(f"{c.name} ({'x'.join(map(str, c.sizes.values()))})"
+                               for c in task.shape_cases(split))
+            console.print(f"[bold]{split} shapes[/]: {shapes}")
+        console.print(f"[bold]Programs[/]: {', '.join(task.programs)}")
+        if not args.brief:
+            console.print(inspect.cleandoc(KernelEnv.__doc__ or ""), markup=False)
+    return 0
+
+
+def _bench_cmd(name: str):
+    """A command of `argus_env/bench/commands.py`, imported when it runs."""
+    def run(args) -> int:
+        from .bench import commands
+        return getattr(commands, name)(args)
+    return run
+
+
 def _has_gpu() -> bool:
     try:
         import torch
@@ -251,22 +298,111 @@ def _has_gpu() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="argus", description="Argus: GPU kernel optimization "
-                                 "environments with statically checked data-flow invariants")
-    sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an agent for one episode in a task's environment")
+    from agents import AGENTS
+    fmt = argparse.RawDescriptionHelpFormatter
+    ap = argparse.ArgumentParser(
+        prog="argus", formatter_class=fmt,
+        description="Argus: GPU kernel optimization environments with statically checked "
+                    "data-flow invariants, their agents and their benchmark.",
+        epilog="`argus COMMAND --help` explains each command. Records and results replay "
+               "exactly in table and model mode: see `argus validate`.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, fn, summary, details="", aliases=()):
+        p = sub.add_parser(name, help=summary, aliases=list(aliases), formatter_class=fmt,
+                           description=summary[0].upper() + summary[1:] + (".\n\n" + details
+                                                                           if details else "."))
+        p.set_defaults(fn=fn)
+        return p
+
+    run = command("run", cmd_run, "run an agent for one episode in a task's environment",
+                  "Prints a summary, the best program and its Triton source, and writes a "
+                  "replayable episode record (JSON) to --out-dir.")
     run.add_argument("task_pos", nargs="?", metavar="TASK", help="task name (or --task)")
     run.add_argument("--task", help="task name, e.g. gemm")
-    run.add_argument("--agent", default="greedy", help="agent: greedy, random")
+    run.add_argument("--agent", default="greedy", help=f"agent: {', '.join(AGENTS)}")
     run.add_argument("--budget", type=int, default=50, help="environment steps")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--shape", help="shape name of the task's suite (default: drawn)")
-    run.add_argument("--measure", default="model", help="throughput backend: model")
+    run.add_argument("--measure", default="model", help="throughput backend: model, table, gpu")
     run.add_argument("--hardware", default="h200", help="hardware profile in configs/hardware")
     run.add_argument("--out-dir", default="runs")
-    run.set_defaults(fn=cmd_run)
-    ver = sub.add_parser("verify", help="run a task's programs through check, lowering and "
-                         "the torch reference")
+
+    bench = command("bench", _bench_cmd("cmd_bench"), "run the benchmark suite: agents x envs x "
+                    "tracks x shapes x seeds under a step budget",
+                    "Appends one JSON line per episode (the episode record, its task URI, content "
+                    "hashes and hardware profile) to OUT_DIR/NAME.jsonl, and skips the episodes "
+                    "already there, so an interrupted run resumes. Options override the suite's "
+                    "YAML (configs/bench/default.yaml by default).")
+    bench.add_argument("--config", default="default", help="suite: a name in configs/bench or a "
+                       "YAML path")
+    bench.add_argument("--name", help="results file name (default: the suite's name)")
+    bench.add_argument("--agents", nargs="+", help="only these of the suite's agents (or "
+                       "registered agents with default arguments)")
+    bench.add_argument("--envs", nargs="+", help="registered env ids, or all")
+    bench.add_argument("--tracks", nargs="+", choices=["train", "test"])
+    bench.add_argument("--seeds", nargs="+", type=int)
+    bench.add_argument("--budget", type=int, help="env steps per episode")
+    bench.add_argument("--measure", choices=["table", "model", "gpu"])
+    bench.add_argument("--hardware", help="hardware profile in configs/hardware")
+    bench.add_argument("--out-dir", default="results")
+    bench.add_argument("--quiet", action="store_true", help="no progress display")
+    bench.add_argument("--leaderboard", action="store_true", help="then write leaderboard.md "
+                       "and leaderboard.html of the results file next to it")
+
+    val = command("validate", _bench_cmd("cmd_validate"), "replay episode records and report "
+                  "where they diverge",
+                  "RECORD is a results file (JSONL, every line replayed) or an `argus run` "
+                  "record (JSON). Each record is replayed from its actions in a fresh env (same "
+                  "env id, mode, measure, hardware, seed and shape); every reward, invariant "
+                  "report and measurement is compared, then the final program. Exits 1 at the "
+                  "first divergence, printing it. Agents that reset several times record only "
+                  "their last episode's actions: that episode is replayed.")
+    val.add_argument("records", nargs="+", metavar="RECORD")
+    val.add_argument("--line", type=int, help="only this line of a results file")
+    val.add_argument("--gpu", action="store_true", help="also time each final program on this "
+                     "machine's GPU and print the ratio to the recorded throughput")
+    val.add_argument("--json", action="store_true", help="print the divergences as JSON")
+
+    lb = command("leaderboard", _bench_cmd("cmd_leaderboard"), "rank agents from results files "
+                 "into leaderboard.md and leaderboard.html",
+                 "Per env and track: agents ranked by the geometric mean over shapes of the "
+                 "submitted kernel's fraction of the library (mean over seeds, min-max spread), "
+                 "steps to 90% of the best known, invalid-action rate, invariant violations "
+                 "met. --check DIR validates a submission folder (results.jsonl, agent.yaml, "
+                 "README.md; templates in argus_env/bench/templates/submission) by replaying "
+                 "every record, and adds it to the leaderboard when it passes.")
+    lb.add_argument("results", nargs="*", metavar="RESULTS", help="JSONL files of `argus bench`")
+    lb.add_argument("--out", default="leaderboard", help="folder for leaderboard.md/.html")
+    lb.add_argument("--check", metavar="DIR", help="a submission folder to replay and add")
+    lb.add_argument("--print", action="store_true", help="also print the Markdown")
+
+    chk = command("check", cmd_check, "prove a DSL file's invariants or print counterexamples",
+                  "Exits 1 when an invariant is violated.")
+    chk.add_argument("file")
+    chk.add_argument("--task", help="task whose invariants apply (default: found from the "
+                     "program's tensors)")
+    chk.add_argument("--sizes", help="problem sizes, e.g. M=4096,N=4096,K=4096 (default: "
+                     "the task's first shape)")
+    chk.add_argument("--method", default="symbolic", choices=["symbolic", "concrete"])
+    chk.add_argument("--json", action="store_true", help="print the report as JSON")
+    chk.add_argument("--limit", type=int, default=10, help="violations to print")
+
+    show = command("show", cmd_show, "print the Triton source a DSL file becomes",
+                   "The kernel and its launcher, as the lowering emits them.", aliases=("lower",))
+    show.add_argument("file")
+
+    envs = command("envs", cmd_envs, "list the registered environments with their task cards",
+                   "For each env id: the task's description, its catalog of transformations, "
+                   "its train and test shapes, its programs, and the KernelEnv card (actions, "
+                   "observations, rewards, episode end, arguments, invariants).")
+    envs.add_argument("env_id", nargs="?", help="only this env id")
+    envs.add_argument("--brief", action="store_true", help="without the KernelEnv card")
+
+    ver = command("verify", cmd_verify, "run a task's programs through check, lowering and "
+                  "the torch reference",
+                  "On a GPU at the task's real shapes when one is present, otherwise under the "
+                  "Triton interpreter at small ragged shapes.")
     ver.add_argument("task", help="task name, e.g. gemm")
     ver.add_argument("--program", action="append", help="program name of the task (baseline, "
                      "expert) or a DSL file; repeatable; default: all of the task's programs")
@@ -277,22 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--shapes", type=int, default=0, help="only the first N shapes")
     ver.add_argument("--seed", type=int, default=0)
     ver.add_argument("--out-dir", default="runs")
-    ver.set_defaults(fn=cmd_verify)
-    low = sub.add_parser("lower", help="print the Triton source generated for a DSL file")
-    low.add_argument("file")
-    low.set_defaults(fn=cmd_lower)
-    chk = sub.add_parser("check", help="prove a DSL file's invariants or print counterexamples")
-    chk.add_argument("file")
-    chk.add_argument("--task", help="task whose invariants apply (default: found from the "
-                     "program's tensors)")
-    chk.add_argument("--sizes", help="problem sizes, e.g. M=4096,N=4096,K=4096 (default: "
-                     "the task's first shape)")
-    chk.add_argument("--method", default="symbolic", choices=["symbolic", "concrete"])
-    chk.add_argument("--json", action="store_true", help="print the report as JSON")
-    chk.add_argument("--limit", type=int, default=10, help="violations to print")
-    chk.set_defaults(fn=cmd_check)
-    tasks = sub.add_parser("tasks", help="list tasks")
-    tasks.set_defaults(fn=cmd_tasks)
+
+    command("tasks", cmd_tasks, "list tasks with their programs and train/test shapes")
     return ap
 
 

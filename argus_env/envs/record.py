@@ -51,6 +51,14 @@ class EpisodeRecord:
     seconds: float = 0.0
     env_steps: int = 0          # every step the agent took, over all its episodes
     trace: list = field(default_factory=list)  # [env step, best fraction of library so far]
+    # The last episode's own figures (agents that reset several times record only the
+    # last episode's actions, so a replay from `reset(seed, shape)` checks these):
+    split: str = ""                 # the env's shape split ("train", "test", "all")
+    final_program: str = ""         # the program the episode ended on: the submitted one
+    final_tflops: float | None = None   # its throughput (None: unmeasured or broken)
+    final_frac_anchor: float = 0.0  # its fraction of the library anchor (0: unmeasured)
+    step_invariants: list = field(default_factory=list)  # per step: invariants violated after it
+    step_tflops: list = field(default_factory=list)      # per step: TFLOP/s after it, or None
     versions: dict = field(default_factory=versions)
     created: str = field(default_factory=lambda: datetime.datetime.now(
         datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -77,6 +85,7 @@ class Recorder:
                                  "", {}, agent, seed, core.mode,
                                  type(core.evaluator.backend).__name__.replace("Backend", "").lower(),
                                  getattr(core.profile, "name", ""))
+        self.rec.split = getattr(core, "split", "")
         self._violated = False
 
     def start(self, info: dict) -> None:
@@ -85,6 +94,15 @@ class Recorder:
         self.rec.best_tflops = self.env.baseline_tflops
         self.rec.best_program = info["program"]
         self.rec.best_frac_anchor = info["best_frac_anchor"]
+        self._final(info)
+
+    def _final(self, info: dict) -> None:
+        """The episode's current program and its measurement, as the final state."""
+        r, m = self.rec, info["measurement"]
+        ok = bool(m and m["ok"] and info["failure"] is None)
+        r.final_program = info["program"]
+        r.final_tflops = m["tflops"] if ok else None
+        r.final_frac_anchor = m["frac_anchor"] if ok else 0.0
 
     def restart(self, info: dict) -> None:
         """A new episode of the same agent run: the record describes the latest one,
@@ -92,7 +110,9 @@ class Recorder:
         r = self.rec
         r.actions, r.action_labels, r.rewards = [], [], []
         r.return_, r.steps, r.submitted = 0.0, 0, False
+        r.step_invariants, r.step_tflops = [], []
         self._violated = False
+        self._final(info)
 
     def step(self, action, reward: float, info: dict) -> None:
         r = self.rec
@@ -104,6 +124,7 @@ class Recorder:
         r.steps += 1
         r.invalid_actions += info["error"] is not None
         kinds = {v["invariant"] for v in info["report"]["violations"]}
+        r.step_invariants.append(sorted(kinds))
         for k in kinds:
             r.violations_met[k] = r.violations_met.get(k, 0) + 1
         if self._violated and not kinds and info["error"] is None:
@@ -115,5 +136,7 @@ class Recorder:
         frac = m["frac_anchor"] if m and m["ok"] and info["failure"] is None else 0.0
         r.best_frac_anchor = max(r.best_frac_anchor, info["best_frac_anchor"], frac)
         r.trace.append([r.env_steps, r.best_frac_anchor])
+        self._final(info)
+        r.step_tflops.append(r.final_tflops)
         if info["action"] == "submit()":
             r.submitted = True

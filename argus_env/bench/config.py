@@ -1,0 +1,160 @@
+"""A benchmark suite as data: which agents, envs, tracks, shapes and seeds, under which
+budget and measurement (`configs/bench/*.yaml`).
+
+    suite = load_config("default")                     # configs/bench/default.yaml
+    suite = load_config("my.yaml", agents=["greedy"], seeds=[0])   # with overrides
+    for ep in suite.episodes(): ...                    # agent x env x track x shape x seed
+
+Adding an agent to the leaderboard is a line under `agents:`: its name in
+`agents.AGENTS` (or `agent: some.module` for one that is not registered) and the fields
+of its `Args` dataclass (a PPO policy's `checkpoint`, say). The bench sets `budget`,
+`seed` and `shape` itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "bench"
+BENCH_SET = ("budget", "seed", "shape")   # Args fields the bench sets for every episode
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode of the suite; `key` identifies it in a results file."""
+
+    agent: str
+    env_id: str
+    track: str
+    shape: str
+    seed: int
+
+    @property
+    def key(self) -> tuple:
+        return (self.agent, self.env_id, self.shape, self.seed)
+
+
+@dataclass
+class BenchConfig:
+    name: str = "default"
+    """results go to `<out>/<name>.jsonl`"""
+    envs: list = field(default_factory=lambda: ["Argus-GEMM-v0"])
+    """registered env ids, or ["all"]"""
+    tracks: list = field(default_factory=lambda: ["train", "test"])
+    """shape splits: the train track and the held-out test track"""
+    shapes: dict = field(default_factory=dict)
+    """env id -> track -> shape names; an env or track not listed takes `shapes_per_track`"""
+    shapes_per_track: int = 3
+    """shapes drawn evenly spaced from a split's suite when `shapes` does not name them"""
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    budget: int = 30
+    """environment steps per episode, over all of an agent's resets"""
+    measure: str = "table"
+    """"table" and "model" are exactly reproducible; "gpu" times this machine's GPU"""
+    hardware: str = "h200"
+    mode: str = "discrete"
+    reward: str = "default"
+    agents: dict = field(default_factory=lambda: {"random": {}, "greedy": {}, "evolutionary": {}})
+    """leaderboard name -> {agent: module or registered name (default: the name), Args fields}"""
+
+    def env_ids(self) -> list[str]:
+        from ..envs import ENV_IDS
+        ids = list(ENV_IDS) if self.envs in (["all"], "all") else list(self.envs)
+        for env_id in ids:
+            if env_id not in ENV_IDS:
+                raise KeyError(_unknown("env", env_id, ENV_IDS))
+        return ids
+
+    def track_shapes(self, env_id: str, track: str) -> list[str]:
+        """The shapes of `track` that this suite runs for `env_id`."""
+        from ..envs import ENV_IDS
+        from ..task import get_task
+        cases = get_task(ENV_IDS[env_id]).shape_cases(track)
+        names = [c.name for c in cases]
+        chosen = (self.shapes.get(env_id) or {}).get(track)
+        if chosen is None:
+            n = min(self.shapes_per_track, len(names))
+            chosen = [names[round(i * (len(names) - 1) / max(n - 1, 1))] for i in range(n)]
+        for s in chosen:
+            if s not in names:
+                raise KeyError(_unknown(f"{env_id} {track} shape", s, names))
+        return list(chosen)
+
+    def episodes(self) -> list[Episode]:
+        """Every episode of the suite, in the order the runner plays them."""
+        out = []
+        for agent in self.agents:
+            for env_id in self.env_ids():
+                for track in self.tracks:
+                    for shape in self.track_shapes(env_id, track):
+                        out.extend(Episode(agent, env_id, track, shape, int(s)) for s in self.seeds)
+        return out
+
+    def agent_module(self, name: str):
+        """The module (`Args`, `run`) behind leaderboard entry `name`."""
+        import importlib
+
+        from agents import load_agent
+        target = (self.agents[name] or {}).get("agent", name)
+        return importlib.import_module(target) if "." in target else load_agent(target)
+
+    def agent_args(self, name: str, seed: int, shape: str):
+        """The entry's `Args`, with the bench's budget, seed and shape."""
+        module = self.agent_module(name)
+        fields = {f.name for f in dataclasses.fields(module.Args)}
+        given = {k: v for k, v in (self.agents[name] or {}).items() if k != "agent"}
+        unknown = sorted(set(given) - fields)
+        if unknown or set(given) & set(BENCH_SET):
+            raise ValueError(f"agent {name!r}: {unknown or sorted(set(given) & set(BENCH_SET))} "
+                             f"cannot be set here; its Args fields: {', '.join(sorted(fields))} "
+                             f"({', '.join(BENCH_SET)} come from the bench)")
+        bench = {k: v for k, v in dict(budget=self.budget, seed=seed, shape=shape).items()
+                 if k in fields}
+        return module.Args(**given, **bench)
+
+    def fingerprint(self) -> dict:
+        """What must match for two runs to share one results file."""
+        return {"budget": self.budget, "measure": self.measure, "hardware": self.hardware,
+                "mode": self.mode, "reward": self.reward}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def load_config(name_or_path: str | Path = "default", **overrides) -> BenchConfig:
+    """`configs/bench/<name>.yaml` or a YAML path, with non-None `overrides` applied."""
+    import yaml
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise FileNotFoundError(f"no bench config {str(name_or_path)!r}; known: {', '.join(known)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    names = {f.name for f in dataclasses.fields(BenchConfig)}
+    extra = sorted(set(data) - names)
+    if extra:
+        raise ValueError(f"{path}: unknown keys {extra}; known: {', '.join(sorted(names))}")
+    cfg = BenchConfig(**data)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "agents" and not isinstance(value, dict):  # a list of names: keep their args
+            value = {a: (cfg.agents.get(a) or {}) for a in value}
+        setattr(cfg, key, value)
+    cfg.agents = {k: dict(v or {}) for k, v in cfg.agents.items()}
+    return cfg
+
+
+def _unknown(what: str, name: str, known) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {name!r}{hint} (known: {', '.join(known)})"

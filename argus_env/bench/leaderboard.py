@@ -1,0 +1,189 @@
+"""Leaderboards from results files: per env and track, agents ranked by the kernels they
+submit.
+
+    argus leaderboard results/default.jsonl --out leaderboard/   # leaderboard.md + .html
+    argus leaderboard results/*.jsonl --check my-submission/      # replay a submission first
+
+Figures, per (env, track) and agent:
+
+- **score**: the geometric mean over the track's shapes of the fraction of the library
+  anchor (cuBLAS for GEMM) that the *submitted* kernel reaches, each shape's fraction the
+  mean over seeds. An episode that submits nothing measurable scores 0, counted as
+  `FLOOR` in the geometric mean. The spread is the min and max (and std) over seeds of
+  the per-seed geometric means.
+- **best found**: the same mean over the best kernel the agent measured at any step.
+- **steps to 90%**: the first env step at which the agent's best-so-far trace reaches 90%
+  of the best fraction any episode of the results reached on that shape (the best
+  known); median over the episodes that get there, with their count.
+- **invalid actions**: invalid (masked, unparsable) actions per env step.
+- **violations met**: invariant violations the checker reported, per episode.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FLOOR = 0.01          # a zero score counts as this in a geometric mean
+REACH = 0.9           # "steps to 90% of the best known"
+
+
+@dataclass
+class Entry:
+    """One agent on one (env, track)."""
+
+    agent: str
+    score: float = 0.0
+    seed_scores: dict = field(default_factory=dict)    # seed -> geomean over shapes
+    best_found: float = 0.0
+    per_shape: dict = field(default_factory=dict)      # shape -> [submitted fraction per seed]
+    best_per_shape: dict = field(default_factory=dict) # shape -> [best fraction per seed]
+    steps_to_reach: float | None = None
+    reached: int = 0
+    episodes: int = 0
+    env_steps: int = 0
+    invalid_rate: float = 0.0
+    violations_per_episode: float = 0.0
+    violations_by_kind: dict = field(default_factory=dict)
+    curves: dict = field(default_factory=dict)         # seed -> mean-over-shapes curve
+    rank: int = 0
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        v = list(self.seed_scores.values())
+        return (min(v), max(v)) if v else (0.0, 0.0)
+
+    @property
+    def std(self) -> float:
+        v = list(self.seed_scores.values())
+        return statistics.pstdev(v) if len(v) > 1 else 0.0
+
+
+@dataclass
+class Board:
+    """The leaderboard of one env and track."""
+
+    env_id: str
+    track: str
+    shapes: list
+    budget: int
+    measure: str
+    hardware: str
+    seeds: list
+    best_known: dict          # shape -> best fraction any episode reached
+    entries: list             # Entry, best first
+    sources: dict = field(default_factory=dict)   # provenance common to the lines
+
+
+def geomean(values) -> float:
+    values = [max(v, FLOOR) for v in values]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else 0.0
+
+
+def submitted_frac(line: dict) -> float:
+    return float(line.get("final_frac_anchor") or 0.0) if line.get("submitted") else 0.0
+
+
+def curve(trace: list, budget: int) -> list[float]:
+    """Best fraction so far at env steps 1..budget (held after the last step)."""
+    out, i, value = [], 0, trace[0][1] if trace else 0.0
+    for s in range(1, budget + 1):
+        while i < len(trace) and trace[i][0] <= s:
+            value = trace[i][1]
+            i += 1
+        out.append(value)
+    return out
+
+
+def first_reach(trace: list, target: float) -> int | None:
+    return next((int(s) for s, v in trace if v >= target - 1e-12), None)
+
+
+def build(lines: list[dict]) -> list[Board]:
+    """Boards for every (env, track) in `lines`; raises on mixed settings or duplicates."""
+    groups: dict = {}
+    seen = set()
+    for line in lines:
+        key = (line["agent"], line["env_id"], line["shape"], int(line["seed"]))
+        if key in seen:
+            raise ValueError(f"episode {key} appears twice in the results")
+        seen.add(key)
+        track = line.get("track") or line.get("split") or "all"
+        groups.setdefault((line["env_id"], track), []).append(line)
+    order = {"train": 0, "test": 1}
+    return [_board(env_id, track, group) for (env_id, track), group in
+            sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 2), kv[0][1]))]
+
+
+def _board(env_id: str, track: str, lines: list[dict]) -> Board:
+    settings = {(ln["measure"], ln["hardware"], ln.get("budget") or ln["env_steps"]) for ln in lines}
+    if len(settings) > 1:
+        raise ValueError(f"{env_id} {track}: results mix (measure, hardware, budget) "
+                         f"{sorted(settings)}; make one leaderboard per setting")
+    measure, hardware, budget = settings.pop()
+    shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
+    best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
+    by_agent: dict = {}
+    for ln in lines:
+        by_agent.setdefault(ln["agent"], []).append(ln)
+    entries = [_entry(agent, group, shapes, best_known, budget) for agent, group in by_agent.items()]
+    entries.sort(key=lambda e: (-e.score, -e.best_found, e.agent))
+    for i, e in enumerate(entries, 1):
+        e.rank = i
+    sources = {k: _common(lines, k) for k in ("hashes", "versions", "hardware_profile")}
+    return Board(env_id, track, shapes, int(budget), measure, hardware,
+                 sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources)
+
+
+def _common(lines: list[dict], key: str) -> dict:
+    """The values of `key`'s mapping that every line agrees on ("(mixed)" otherwise)."""
+    maps = [ln.get(key) or {} for ln in lines]
+    out = {}
+    for k in dict.fromkeys(k for m in maps for k in m):
+        vals = {repr(m.get(k)) for m in maps}
+        out[k] = maps[0].get(k) if len(vals) == 1 else "(mixed)"
+    return out
+
+
+def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int) -> Entry:
+    e = Entry(agent, episodes=len(lines))
+    by_seed: dict = {}
+    reach = []
+    for ln in sorted(lines, key=lambda ln: int(ln["seed"])):
+        seed = int(ln["seed"])
+        e.per_shape.setdefault(ln["shape"], []).append(submitted_frac(ln))
+        e.best_per_shape.setdefault(ln["shape"], []).append(float(ln["best_frac_anchor"]))
+        by_seed.setdefault(seed, {})[ln["shape"]] = ln
+        step = first_reach(ln.get("trace") or [], REACH * best_known[ln["shape"]])
+        if step is not None:
+            reach.append(step)
+        e.env_steps += int(ln["env_steps"])
+        e.invalid_rate += int(ln["invalid_actions"])
+        for kind, n in (ln.get("violations_met") or {}).items():
+            e.violations_by_kind[kind] = e.violations_by_kind.get(kind, 0) + int(n)
+    here = [s for s in shapes if s in e.per_shape]
+    e.score = geomean([statistics.fmean(e.per_shape[s]) for s in here])
+    e.best_found = geomean([statistics.fmean(e.best_per_shape[s]) for s in here])
+    for seed, runs in by_seed.items():
+        if set(runs) >= set(here):   # seeds that cover every shape
+            e.seed_scores[seed] = geomean([submitted_frac(runs[s]) for s in here])
+            curves = [curve(runs[s].get("trace") or [], budget) for s in here]
+            e.curves[seed] = [statistics.fmean(col) for col in zip(*curves)]
+    e.reached = len(reach)
+    e.steps_to_reach = statistics.median(reach) if reach else None
+    e.invalid_rate = e.invalid_rate / e.env_steps if e.env_steps else 0.0
+    e.violations_per_episode = sum(e.violations_by_kind.values()) / max(len(lines), 1)
+    return e
+
+
+def write(boards: list[Board], out_dir: str | Path, sources: list[str] | None = None) -> dict:
+    """Write `leaderboard.md` and `leaderboard.html` into `out_dir`; their paths."""
+    from .render import html, markdown
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, page = out / "leaderboard.md", out / "leaderboard.html"
+    md.write_text(markdown(boards, sources or []))
+    page.write_text(html(boards, sources or []))
+    return {"markdown": md, "html": page}

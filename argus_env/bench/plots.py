@@ -1,0 +1,99 @@
+"""The leaderboard's figures as PNG bytes (matplotlib's Agg canvas, no pyplot state).
+
+- `learning_curves`: best fraction of the library so far against env steps, per agent:
+  the mean over seeds of the mean over shapes, shaded between the seeds' min and max.
+- `shape_bars`: per shape, the submitted kernel's fraction of the library per agent, the
+  mean over seeds with min-max whiskers; the library is the line at 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def _figure(width: float, height: float):
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise ImportError("the leaderboard's plots need matplotlib: pip install -e '.[plot]'") from e
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None}, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _colors(board) -> dict:
+    """One color per agent, the same on every board with the same agents."""
+    return {a: COLORS[i % len(COLORS)] for i, a in enumerate(sorted(e.agent for e in board.entries))}
+
+
+def data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def learning_curves(board) -> bytes:
+    fig = _figure(7.5, 3.8)
+    ax = fig.add_subplot()
+    colors = _colors(board)
+    for e in board.entries:
+        curves = list(e.curves.values())
+        if not curves:
+            continue
+        steps = list(range(1, len(curves[0]) + 1))
+        cols = list(zip(*curves))
+        mean = [sum(c) / len(c) for c in cols]
+        color = colors[e.agent]
+        ax.fill_between(steps, [min(c) for c in cols], [max(c) for c in cols], color=color,
+                        alpha=0.18, linewidth=0)
+        ax.plot(steps, mean, color=color, linewidth=2, label=f"{e.agent} ({len(curves)} seeds)")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("best fraction of library so far")
+    ax.set_title(f"{board.env_id}, {board.track} track: mean over {len(board.shapes)} shapes "
+                 f"(band: min-max over seeds)", fontsize=10)
+    ax.set_xlim(1, max(board.budget, 2))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    return _png(fig)
+
+
+def shape_bars(board) -> bytes:
+    fig = _figure(7.5, 3.8)
+    ax = fig.add_subplot()
+    n = max(len(board.entries), 1)
+    width = 0.8 / n
+    colors = _colors(board)
+    for i, e in enumerate(board.entries):
+        xs, means, lo, hi = [], [], [], []
+        for j, shape in enumerate(board.shapes):
+            vals = e.per_shape.get(shape)
+            if not vals:
+                continue
+            m = sum(vals) / len(vals)
+            xs.append(j - 0.4 + width * (i + 0.5))
+            means.append(m)
+            lo.append(m - min(vals))
+            hi.append(max(vals) - m)
+        ax.bar(xs, means, width=width * 0.95, color=colors[e.agent], label=e.agent,
+               yerr=[lo, hi], capsize=3, error_kw={"linewidth": 1})
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(board.shapes)))
+    ax.set_xticklabels(board.shapes, fontsize=9)
+    ax.set_ylabel("submitted kernel / library")
+    ax.set_title(f"{board.env_id}, {board.track} track: per shape, mean over seeds "
+                 f"(whiskers: min-max)", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=9, ncol=min(n, 4))
+    return _png(fig)

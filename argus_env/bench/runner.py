@@ -1,0 +1,169 @@
+"""`argus bench`: every agent of a suite on every env, track, shape and seed, under a
+step budget, appending one JSON line per episode to `<out>/<name>.jsonl`.
+
+    argus bench                                   # configs/bench/default.yaml -> results/default.jsonl
+    argus bench --agents greedy --seeds 0 1 --budget 10 --name quick
+
+Resumable: episodes whose (agent, env, shape, seed) is already in the file are skipped,
+so an interrupted run continues where it stopped; a file made with another budget,
+measure, hardware, mode or reward is refused rather than mixed. In table and model mode
+every episode is exactly reproducible: two runs give the same lines but for `created`
+and `seconds`.
+
+Envs of one (env id, measure, hardware) share one `Evaluator`, whose answers depend only
+on the program and the shape when the backend is deterministic: the cache makes a suite
+faster and changes no figure (the gpu backend gets a fresh evaluator per episode).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import results as R
+from .config import BenchConfig, Episode
+
+
+@dataclass
+class BenchSummary:
+    path: Path
+    ran: int
+    skipped: int
+    seconds: float
+
+
+class Runner:
+    def __init__(self, config: BenchConfig, out_dir: str | Path = "results"):
+        self.config = config
+        self.path = Path(out_dir) / f"{config.name}.jsonl"
+        self._evaluators: dict = {}
+
+    # ------------------------------------------------------------ one episode
+    def make_env(self, env_id: str, track: str):
+        import gymnasium as gym
+
+        import argus_env  # noqa: F401  (registers the envs)
+        c = self.config
+        kwargs = dict(mode=c.mode, measure=c.measure, hardware=c.hardware, reward=c.reward,
+                      split=track, max_episode_steps=max(c.budget, 1))
+        env = gym.make(env_id, **kwargs)
+        share(env, self._evaluators)
+        return env
+
+    def play(self, ep: Episode, progress: Callable | None = None) -> dict:
+        """Play one episode and return its results line."""
+        c = self.config
+        module = c.agent_module(ep.agent)
+        args = c.agent_args(ep.agent, ep.seed, ep.shape)
+        env = self.make_env(ep.env_id, ep.track)
+        t0 = time.perf_counter()
+        record = module.run(env, args, progress=progress)
+        record.seconds = round(time.perf_counter() - t0, 2)
+        record.agent = ep.agent   # the leaderboard entry's name (the module's may differ)
+        submitted = R.program_hash(record.final_program) if record.submitted else None
+        line = R.to_line(
+            record, task_uri=R.task_uri(ep.env_id, record.task, record.shape, record.sizes),
+            track=ep.track, budget=c.budget, reward=c.reward, suite=c.name,
+            agent_args=_jsonable(asdict(args)), hashes=R.content_hashes(env, c.reward),
+            hardware_profile=R.hardware_profile(env), submitted_program_hash=submitted)
+        env.close()
+        return line
+
+    # ------------------------------------------------------------ the suite
+    def pending(self) -> tuple[list[Episode], int]:
+        """Episodes not yet in the results file, and how many are."""
+        R.repair(self.path)
+        done = {}
+        for line in R.read_lines(self.path):
+            done[R.line_key(line)] = line
+        want = self.config.fingerprint()
+        for line in done.values():
+            got = {k: line.get(k) for k in want}
+            if got != want:
+                raise ValueError(f"{self.path} holds episodes made with {got}, this suite "
+                                 f"wants {want}: use another --name or another --out-dir")
+        episodes = self.config.episodes()
+        todo = [e for e in episodes if e.key not in done]
+        return todo, len(episodes) - len(todo)
+
+    def run(self, console=None) -> BenchSummary:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        todo, skipped = self.pending()
+        t0 = time.perf_counter()
+        with _Display(console, len(todo) + skipped, skipped, self.config.budget) as show:
+            for ep in todo:
+                show.start(ep)
+                line = self.play(ep, progress=show.step)
+                R.append_line(self.path, line)
+                show.done(ep, line)
+        return BenchSummary(self.path, len(todo), skipped, time.perf_counter() - t0)
+
+
+class _Display:
+    """A rich progress display: the suite's episodes and the current one's steps."""
+
+    def __init__(self, console, total: int, skipped: int, budget: int):
+        self.console, self.total, self.skipped, self.budget = console, total, skipped, budget
+        self.bar = None
+
+    def __enter__(self):
+        if self.console is None:
+            return self
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        self.bar = Progress(TextColumn("{task.description}", style="bold"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                            console=self.console, transient=False)
+        self.bar.__enter__()
+        self.suite = self.bar.add_task("episodes", total=self.total, completed=self.skipped)
+        self.episode = self.bar.add_task("", total=self.budget)
+        return self
+
+    def start(self, ep: Episode) -> None:
+        if self.bar:
+            self.label = f"{ep.agent} {ep.env_id} {ep.track}/{ep.shape} seed {ep.seed}"
+            self.bar.reset(self.episode, total=self.budget, description=self.label)
+
+    def step(self, rec) -> None:
+        if self.bar:
+            self.bar.update(self.episode, completed=min(rec.env_steps, self.budget),
+                            description=f"{self.label}: best {rec.best_frac_anchor:.2f}x library")
+
+    def done(self, ep: Episode, line: dict) -> None:
+        if self.bar:
+            self.bar.advance(self.suite)
+            self.bar.console.print(
+                f"{ep.agent:>14} {ep.env_id} {ep.track:5} {ep.shape:14} seed {ep.seed}: "
+                f"submitted {line['final_frac_anchor']:.3f}x library, best "
+                f"{line['best_frac_anchor']:.3f}x, {line['env_steps']} steps, {line['seconds']:.1f} s")
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+
+def share(env, evaluators: dict) -> None:
+    """Give `env` the evaluator of earlier envs of its task, measure and hardware, when
+    its backend is deterministic (set after `gym.make`: an evaluator among the make
+    arguments would make the env's spec uncopyable)."""
+    core = env.unwrapped
+    backend = core.evaluator.backend
+    if not backend.deterministic:
+        return
+    key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""))
+    if key in evaluators:
+        core.evaluator = evaluators[key]
+    else:
+        evaluators[key] = core.evaluator
+
+
+def _jsonable(d: dict) -> dict:
+    import json
+    return json.loads(json.dumps(d, default=str))
+
+
+def run_bench(config: BenchConfig, out_dir: str | Path = "results", console=None) -> BenchSummary:
+    """Run (or resume) a suite; see the module docstring."""
+    return Runner(config, out_dir).run(console)

@@ -1,0 +1,186 @@
+"""Leaderboards from results files (Markdown and a self-contained HTML page, rendered in
+headless Chromium), and submission folders checked by replaying their records."""
+
+import base64
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from argus_env.bench import leaderboard as L
+from argus_env.bench import results as R
+from argus_env.bench.submission import PLACEHOLDER, check_submission, new_submission
+
+
+@pytest.fixture(scope="module")
+def lines(tiny_results):
+    return R.read_lines(tiny_results)
+
+
+@pytest.fixture(scope="module")
+def written(lines, tiny_results, tmp_path_factory):
+    out = tmp_path_factory.mktemp("leaderboard")
+    return L.write(L.build(lines), out, [str(tiny_results)])
+
+
+def _png_pixels(png: bytes):
+    from PIL import Image
+    return Image.open(io.BytesIO(png)).convert("RGB")
+
+
+@pytest.mark.slow
+def test_boards_rank_agents_per_env_and_track(lines):
+    boards = L.build(lines)
+    assert [(b.env_id, b.track) for b in boards] == [("Argus-GEMM-v0", "train"),
+                                                     ("Argus-GEMM-v0", "test")]
+    for b in boards:
+        assert {e.agent for e in b.entries} == {"random", "greedy"}
+        assert [e.rank for e in b.entries] == [1, 2]
+        assert b.entries[0].score >= b.entries[1].score
+        assert (b.budget, b.measure, b.seeds) == (6, "table", [0, 1])
+        for e in b.entries:
+            mine = [ln for ln in lines if ln["agent"] == e.agent and ln["track"] == b.track]
+            fracs = [L.submitted_frac(ln) for ln in mine]
+            assert math.isclose(e.score, max(sum(fracs) / len(fracs), L.FLOOR)), (e, fracs)
+            assert e.spread[0] <= e.score <= e.spread[1] + 1e-12
+            assert e.episodes == 2 and len(e.curves) == 2 and len(e.curves[0]) == 6
+            assert e.invalid_rate == 0.0 and 0 <= e.reached <= 2
+
+
+def test_curve_holds_the_best_so_far():
+    assert L.curve([[2, 0.5], [3, 0.7]], 5) == [0.5, 0.5, 0.7, 0.7, 0.7]
+    assert L.first_reach([[1, 0.2], [4, 0.9]], 0.9) == 4
+    assert L.geomean([0.5, 2.0]) == pytest.approx(1.0) and L.geomean([0.0, 1.0]) == pytest.approx(0.1)
+
+
+def test_mixed_settings_and_duplicates_are_refused(lines):
+    other = dict(lines[0], budget=50, seed=9)
+    with pytest.raises(ValueError, match="mix"):
+        L.build(lines + [other])
+    with pytest.raises(ValueError, match="twice"):
+        L.build(lines + [lines[0]])
+
+
+@pytest.mark.slow
+def test_markdown_and_a_self_contained_page(written):
+    md = written["markdown"].read_text()
+    for needle in ("## Argus-GEMM-v0: train track", "## Argus-GEMM-v0: test track",
+                   "| 1 | ", "random", "greedy", "decode-16", "square-2048", "table sha256"):
+        assert needle in md, needle
+    page = written["html"].read_text()
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(images) == 4, "learning curves and per-shape bars for each of two boards"
+    assert not re.search(r"(src|href)=['\"](https?:|//|file:)", page), "nothing fetched"
+    for b64 in images:
+        import numpy as np
+        img = np.asarray(_png_pixels(base64.b64decode(b64)))
+        colors = {tuple(c) for c in img.reshape(-1, 3)}
+        assert img.shape[1] > 300 and len(colors) > 20, "a plot, not a blank image"
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.fail("headless Chromium is needed to render the leaderboard page: install it "
+                    "with `apt-get install -y chromium` (.ci/run does this on CI)")
+    return exe
+
+
+def _screenshot(exe: str, page: Path, png: Path, profile: Path) -> None:
+    proc = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking",
+                           "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={profile}", f"--screenshot={png}",
+                           "--window-size=1200,1600", page.resolve().as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert png.exists(), f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-1500:]}"
+
+
+@pytest.mark.slow
+def test_page_renders_in_headless_chromium_with_visible_plots(written, tmp_path):
+    """Screenshot the page, and again with the plots hidden (same layout): the plots are
+    where the two differ, and those regions hold a drawing, not a blank box."""
+    import numpy as np
+    exe = _chromium()
+    page = written["html"]
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text(page.read_text().replace("</style>", "img.plot { visibility: hidden; }</style>"))
+    shots = []
+    for i, p in enumerate((page, hidden)):
+        png = tmp_path / f"shot{i}.png"
+        _screenshot(exe, p, png, tmp_path / f"profile{i}")
+        shots.append(np.asarray(_png_pixels(png.read_bytes()), dtype=np.int16))
+    shutil.copy(tmp_path / "shot0.png", page.parent / "screenshot.png")
+    full, blank = shots
+    assert full.shape == blank.shape and full.shape[1] >= 1000, full.shape
+    assert full.std() > 10, "the page is not blank"
+    differs = np.abs(full - blank).sum(axis=2) > 30
+    ys, xs = np.nonzero(differs)
+    assert differs.sum() > 50_000, f"only {differs.sum()} pixels belong to plots"
+    region = full[ys.min(): ys.max() + 1, xs.min(): xs.max() + 1]
+    colors = {tuple(c) for c in region.reshape(-1, 3)[::7]}
+    assert region.std() > 20 and len(colors) > 50, (region.std(), len(colors))
+    assert xs.max() - xs.min() > 600, "two plots side by side"
+
+
+def _submission(lines, root: Path, suite: Path, agent: str = "greedy") -> Path:
+    folder = new_submission(root / agent)
+    with (folder / "results.jsonl").open("w") as f:
+        for ln in lines:
+            if ln["agent"] == agent:
+                f.write(json.dumps(ln) + "\n")
+    meta = yaml.safe_load((folder / "agent.yaml").read_text())
+    meta.update(name=agent, description="greedy hill-climbing with restarts", authors=["Argus"],
+                suite=str(suite), agent=agent)
+    (folder / "agent.yaml").write_text(yaml.safe_dump(meta))
+    readme = (folder / "README.md").read_text()
+    (folder / "README.md").write_text(PLACEHOLDER.sub("filled in", readme))
+    return folder
+
+
+@pytest.mark.slow
+def test_check_accepts_a_good_submission_and_rejects_a_tampered_one(lines, tiny_config, tmp_path):
+    good = _submission(lines, tmp_path / "good", tiny_config)
+    problems, records = check_submission(good)
+    assert problems == [] and len(records) == 4, [str(p) for p in problems]
+
+    bad = _submission(lines, tmp_path / "bad", tiny_config)
+    rows = (bad / "results.jsonl").read_text().splitlines()
+    line = json.loads(rows[2])
+    line["rewards"][-1] += 1.0                         # a better submit bonus than earned
+    rows[2] = json.dumps(line)
+    (bad / "results.jsonl").write_text("\n".join(rows[:3]) + "\n")   # and an episode short
+    (bad / "README.md").write_text((tmp_path / "good" / "greedy" / "README.md").read_text()
+                                   + "\n<DESCRIBE THE AGENT>\n")
+    problems, _ = check_submission(bad)
+    text = [str(p) for p in problems]
+    assert any(t.startswith("results.jsonl:3: replay diverges: step") and "reward" in t
+               for t in text), text
+    assert any("missing episode" in t for t in text), text
+    assert any(t.startswith("README.md") and "placeholders" in t for t in text), text
+
+    proc = subprocess.run([sys.executable, "-m", "argus_env.cli", "leaderboard", "--check",
+                           str(bad), "--out", str(tmp_path / "lb")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1 and "rejected" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_argus_leaderboard_adds_an_accepted_submission(lines, tiny_results, tiny_config, tmp_path):
+    random_only = tmp_path / "random.jsonl"
+    random_only.write_text("".join(json.dumps(ln) + "\n" for ln in lines if ln["agent"] == "random"))
+    good = _submission(lines, tmp_path / "sub", tiny_config)
+    proc = subprocess.run([sys.executable, "-m", "argus_env.cli", "leaderboard", str(random_only),
+                           "--check", str(good), "--out", str(tmp_path / "lb")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "| random |" in md and "| greedy |" in md, md   # rows of the per-shape tables
+    assert (tmp_path / "lb" / "leaderboard.html").exists()

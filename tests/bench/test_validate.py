@@ -1,0 +1,95 @@
+"""`validate` replays a record in a fresh env and returns structured divergences."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+import argus_env  # noqa: F401
+from agents import load_agent
+from argus_env.bench import results as R
+from argus_env.bench.validate import Divergence, Validator, validate
+
+
+@pytest.fixture(scope="module")
+def lines(tiny_results):
+    return R.read_lines(tiny_results)
+
+
+@pytest.mark.slow
+def test_untouched_records_replay_exactly(lines):
+    v = Validator()
+    for line in lines:
+        assert v.validate(line) == [], (line["agent"], line["shape"], line["seed"])
+    assert validate(lines[0]) == [], "a fresh evaluator agrees with the shared one"
+
+
+@pytest.mark.slow
+def test_an_edited_reward_is_caught(lines):
+    line = copy.deepcopy(lines[0])
+    line["rewards"][1] += 0.25
+    got = validate(line)
+    assert got and got[0] == Divergence(2, "reward", lines[0]["rewards"][1] + 0.25,
+                                        lines[0]["rewards"][1]), got
+    assert str(got[0]).startswith("step 2: reward: expected"), str(got[0])
+    assert set(got[0].to_dict()) == {"step", "field", "expected", "got"}
+
+
+@pytest.mark.slow
+def test_an_edited_action_list_is_caught(lines):
+    env = gym.make("Argus-GEMM-v0")
+    catalog = env.unwrapped.catalog
+    line = copy.deepcopy(lines[0])
+    first = line["actions"][0]
+    line["actions"][0] = next(i for i, (name, _) in enumerate(catalog)
+                              if name != catalog[first][0] and name not in ("undo", "submit"))
+    got = validate(line)
+    assert got and got[0].step == 1, got
+    assert {d.field for d in got} & {"action", "reward", "tflops", "final_program"}, got
+
+    shorter = copy.deepcopy(lines[0])
+    del shorter["actions"][-1]           # the submit
+    got = validate(shorter)
+    assert any(d.field == "steps" for d in got) and any(d.field == "submitted" for d in got), got
+
+
+@pytest.mark.slow
+def test_an_agent_that_resets_is_validated_on_its_last_episode():
+    """The evolutionary search resets for every genome: the record holds the last
+    episode's actions (the best genome replayed, then submit), and that is what replays;
+    env_steps and the trace span every episode."""
+    module = load_agent("evolutionary")
+    env = gym.make("Argus-GEMM-v0", measure="table", max_episode_steps=20)
+    rec = module.run(env, module.Args(budget=14, seed=0, shape="decode-16", population=3,
+                                      genome_length=2))
+    assert rec.env_steps > rec.steps and rec.submitted, rec
+    assert validate(rec) == []
+    line = json.loads(rec.to_json())
+    line["final_frac_anchor"] += 0.5
+    assert [d.field for d in validate(line)] == ["final_frac_anchor"]
+
+
+def test_a_record_that_cannot_replay_is_one_divergence():
+    got = validate({"env_id": "Argus-GEMM-v0", "task": "gemm", "shape": "no-such-shape",
+                    "sizes": {}, "agent": "x", "seed": 0, "mode": "discrete",
+                    "measure": "table", "hardware": "h200", "actions": [0]})
+    assert len(got) == 1 and got[0].field == "replay" and "no-such-shape" in got[0].got, got
+
+
+@pytest.mark.slow
+def test_argus_validate_exits_nonzero_at_the_first_divergence(tiny_results, tmp_path):
+    cmd = [sys.executable, "-m", "argus_env.cli", "validate"]
+    ok = subprocess.run(cmd + [str(tiny_results), "--line", "2"], capture_output=True,
+                        text=True, timeout=300)
+    assert ok.returncode == 0 and "1 record(s) replay exactly" in ok.stdout, ok.stdout + ok.stderr
+    lines = tiny_results.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["rewards"][0] = 1.0
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    proc = subprocess.run(cmd + [str(tampered)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "tampered.jsonl:2" in proc.stdout and "step 1: reward: expected 1.0" in proc.stdout, proc.stdout
