@@ -3,7 +3,7 @@
     program ──► invariant report (z3, at the episode's shape) ── violations? ──► unmeasured
                    │ clean
                    ▼
-              correctness (worker process, Triton interpreter at a reduced shape)
+              correctness (worker process, Triton interpreter at 2 reduced shapes)
                    │ correct
                    ▼
               measurement (model | table | gpu backend)
@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -42,53 +45,94 @@ class Evaluation:
         return self.measurement.tflops if self.measured else None
 
 
+class EvaluationError(RuntimeError):
+    """Argus itself failed on a program (a checker or cost-model bug, not something the
+    program did): the environment refuses the step with this message instead of letting
+    the exception escape into the agent's loop."""
+
+    def __init__(self, stage: str, exc: BaseException):
+        self.stage, self.exc = stage, exc
+        super().__init__(f"internal error in the {stage} (an Argus bug, not a verdict on the "
+                         f"program): {type(exc).__name__}: {str(exc)[:300]}")
+
+
 class Evaluator:
-    """Evaluates programs for one task, remembering every answer by program and shape."""
+    """Evaluates programs for one task, remembering every answer by program and shape.
+
+    Correctness runs in a worker process at `check_shapes` reduced shapes (the task's
+    `env_check_shape` first, then its cheapest other `cpu_shapes`), each with inputs
+    drawn from a seed derived from the program, within `correctness_timeout` seconds for
+    all shapes together; a program that special-cases one size fails at another."""
 
     def __init__(self, task, backend: Backend, correctness: str = "interpreter",
-                 worker=None, cache_size: int = 4096):
+                 worker=None, cache_size: int = 4096, correctness_timeout: float = 20.0,
+                 check_shapes: int | list[dict] = 2):
         self.task = task
         self.backend = backend
         self.correctness = correctness
+        self.correctness_timeout = float(correctness_timeout)
+        self.check_shapes = _check_shapes(task, check_shapes)
         self._worker = worker
+        self._shared = False  # whether `_worker` is the process's shared worker, counted
         self._cache: OrderedDict = OrderedDict()
+        self._correct_cache: OrderedDict = OrderedDict()
         self.cache_size = cache_size
         self.hits = self.misses = 0
 
     @property
     def worker(self):
         if self._worker is None:
-            from ..measure.worker import shared_worker
-            self._worker = shared_worker(interpret=True)
+            from ..measure.worker import acquire_shared_worker
+            self._worker = acquire_shared_worker(interpret=True)
+            self._shared = True
         return self._worker
 
+    def close(self) -> None:
+        """Release worker processes: the shared interpreter worker (stopped when its last
+        user closes) and the backend's own (the live `gpu` backend's)."""
+        if self._shared:
+            from ..measure.worker import release_shared_worker
+            release_shared_worker(self._worker)
+            self._worker, self._shared = None, False
+        own = getattr(self.backend, "worker", None)
+        if own is not None and hasattr(own, "stop"):
+            own.stop()
+
     def evaluate(self, program: Program, sizes: dict) -> Evaluation:
+        """The evaluation of `program` at `sizes`; raises `EvaluationError` when Argus
+        cannot evaluate it (remembered too, so a retry is as cheap as a hit)."""
         key = (program.hash, tuple(sorted(sizes.items())))
         if key in self._cache:
             self.hits += 1
             self._cache.move_to_end(key)
-            return self._cache[key]
-        self.misses += 1
-        ev = self._evaluate(program, sizes)
-        self._cache[key] = ev
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+            ev = self._cache[key]
+        else:
+            self.misses += 1
+            try:
+                ev = self._evaluate(program, sizes)
+            except EvaluationError as e:
+                ev = e
+            _remember(self._cache, key, ev, self.cache_size)
+        if isinstance(ev, EvaluationError):
+            raise ev
         return ev
 
     def _evaluate(self, program: Program, sizes: dict) -> Evaluation:
-        import time
         t0 = time.perf_counter()
-        report = check_program(program, sizes, self.task)
+        try:
+            report = check_program(program, sizes, self.task)
+        except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
+            raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0})
         try:
             ev.features = extract(program, sizes, self.task)
-        except (ValueError, KeyError, ZeroDivisionError) as e:  # a program without a dot, say
-            ev.message = f"no performance features: {e}"
+        except Exception as e:  # noqa: BLE001 - a program without a dot, say
+            ev.message = f"no performance features: {type(e).__name__}: {e}"
         if not report.ok:
             return ev
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
-            answer = self._correct(program)
+            answer = self._correct(program, sizes)
             ev.correctness = answer
             ev.timings["correctness"] = time.perf_counter() - t1
             if not answer.get("ok"):
@@ -96,17 +140,88 @@ class Evaluator:
                 ev.message = answer.get("message", "")
                 return ev
         t2 = time.perf_counter()
-        ev.measurement = self.backend.measure(program, sizes, self.task, ev.features)
+        try:
+            ev.measurement = self.backend.measure(program, sizes, self.task, ev.features)
+        except Exception as e:  # noqa: BLE001 - the cost model on a program it cannot price
+            raise EvaluationError(f"{getattr(self.backend, 'name', 'measurement')} backend",
+                                  e) from e
         ev.timings["measure"] = time.perf_counter() - t2
         if not ev.measurement.ok:
             ev.error = ev.measurement.details.get("status") or "illegal"
             ev.message = ev.measurement.error
+        elif not all(math.isfinite(x) and x >= 0 for x in (ev.measurement.tflops,
+                                                            ev.measurement.ms)):
+            raise EvaluationError("measurement", ValueError(
+                f"non-finite measurement {ev.measurement.ms} ms, {ev.measurement.tflops} TFLOP/s"))
         return ev
 
-    def _correct(self, program: Program) -> dict:
-        """Numerical check at the task's reduced shape, in the worker (cached by program)."""
-        cache = self.__dict__.setdefault("_correct_cache", {})
-        if program.hash not in cache:
-            sizes = self.task.env_check_shape
-            cache[program.hash] = self.worker.run(program.text, self.task.name, sizes)
-        return cache[program.hash]
+    def _correct(self, program: Program, sizes: dict | None = None) -> dict:
+        """Numerical checks at the reduced shapes, in the worker (cached by program): the
+        first failure, or the last success with every shape checked. A task whose
+        programs carry problem constants (attention's causal flag, GQA group, head dim)
+        gives reduced shapes with the episode's constants (`Task.reduced_shapes`)."""
+        shapes = self.check_shapes
+        if sizes is not None and getattr(self.task, "reduced_shapes", None) is not None:
+            shapes = self.task.reduced_shapes(sizes) or shapes
+        key = (program.hash, tuple(tuple(sorted(s.items())) for s in shapes))
+        if key in self._correct_cache:
+            self._correct_cache.move_to_end(key)
+            return self._correct_cache[key]
+        self.worker.ensure_started()  # a (re)start is not the program's time
+        deadline = time.monotonic() + self.correctness_timeout
+        answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
+        for i, sizes in enumerate(shapes):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                answer = {"status": "timeout", "ok": False, "message": "correctness checks "
+                          f"took more than {self.correctness_timeout:g} s"}
+                break
+            answer = self.worker.run(self.task.bind(program, sizes).text, self.task.name, sizes,
+                                     seed=_seed(program, i), timeout=left)
+            answer["sizes"] = dict(sizes)
+            if not answer.get("ok"):
+                shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                answer["message"] = f"at {shape}: {answer.get('message', '')}"
+                if answer.get("status") == "timeout":
+                    answer["message"] = (f"the kernel did not finish within the "
+                                         f"{self.correctness_timeout:g} s correctness budget "
+                                         f"(at sizes {dict(sizes)})")
+                break
+        answer["shapes_checked"] = i + 1 if shapes else 0
+        _remember(self._correct_cache, key, answer, self.cache_size)
+        return answer
+
+
+def _check_shapes(task, spec) -> list[dict]:
+    """`spec` shapes to check numerics at: an explicit list, or a count taken from the
+    task's `env_check_shape` and then its `cpu_shapes`: cheapest (fewest elements) first
+    among those that differ from every shape taken in every size, then cheapest first."""
+    if not isinstance(spec, int):
+        return [dict(s) for s in spec]
+    first = dict(task.env_check_shape)
+    shapes = [first] if first else []
+    others = sorted((dict(s) for s in task.cpu_shapes if set(s) == set(first) or not first),
+                    key=lambda s: math.prod(max(int(v), 1) for v in s.values()))
+
+    varying = [d for d in first if len({s[d] for s in others + shapes}) > 1]
+
+    def new_everywhere(s):  # a special case on any one size fails on this shape
+        return all(s[d] != t[d] for t in shapes for d in varying)
+    for pick in (new_everywhere, lambda s: True):
+        for s in others:
+            if len(shapes) < spec and s not in shapes and pick(s):
+                shapes.append(s)
+    return shapes[:max(spec, 0)]
+
+
+def _seed(program: Program, i: int) -> int:
+    """Inputs differ per program and shape (a program cannot carry the expected output of
+    inputs it knows in advance), yet the same program always meets the same inputs."""
+    return int(hashlib.sha256(f"{program.hash}:{i}".encode()).hexdigest()[:8], 16)
+
+
+def _remember(cache: OrderedDict, key, value, size: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > size:
+        cache.popitem(last=False)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -16,10 +19,13 @@ from ..dsl.program import Program
 from ..lower import source as triton_source
 from ..space import Action, TransformError
 from ..task import get_task
-from .evaluate import Evaluation, Evaluator
+from .evaluate import Evaluation, EvaluationError, Evaluator
 
 PRINTABLE = frozenset(string.printable)
 MAX_TEXT = 20_000
+MAX_CALL = 200        # characters of a transformation call such as `split_k(4)`
+MAX_SIZE = 2**31 - 1  # a problem size (kernels index with 32-bit integers)
+log = logging.getLogger(__name__)
 CONFIG_DIM = 18
 PERF_DIM = 4
 REPORT_DIM = len(INVARIANTS) + 5
@@ -80,8 +86,17 @@ class KernelEnv(gym.Env):
     programs it lacks; "gpu": live timing on this machine's GPU in a worker process, which
     makes the environment nondeterministic), `hardware` (profile in `configs/hardware/`),
     `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
-    `correctness` ("interpreter" | "none"). Also accepted as one `env_config` mapping,
-    as RLlib passes them.
+    `correctness` ("interpreter" | "none"), `correctness_timeout` (seconds for a
+    program's numerical checks, all shapes together; past it the step is scored as a
+    timeout), `check_shapes` (how many reduced shapes the numerics are checked at, or a
+    list of size mappings). Also accepted as one `env_config` mapping, as RLlib passes them.
+
+    ## Errors
+    Nothing an agent sends raises: a bad action (wrong type, out of range, masked,
+    unparsable or hostile text, a program with the wrong signature) is answered with a
+    message in `info["error"]` and the invalid-action penalty, and the state is kept; a
+    program Argus itself fails on is answered the same way with `info["internal_error"]`
+    set. `reset` raises `ValueError` for options it cannot use.
 
     ## Invariants
     The task's: for GEMM, contraction over matching k, output ownership, every k
@@ -98,11 +113,15 @@ class KernelEnv(gym.Env):
     def __init__(self, task: str = "gemm", mode: str = "discrete", measure: str = "model",
                  hardware: str = "h200", reward="default", split: str = "train",
                  correctness: str = "interpreter", render_mode: str | None = None,
-                 env_config: dict | None = None, evaluator: Evaluator | None = None):
+                 env_config: dict | None = None, evaluator: Evaluator | None = None,
+                 correctness_timeout: float = 20.0, check_shapes: int | list = 2):
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
-                                           correctness=correctness, render_mode=render_mode),
+                                           correctness=correctness, render_mode=render_mode,
+                                           evaluator=evaluator,
+                                           correctness_timeout=correctness_timeout,
+                                           check_shapes=check_shapes),
                                     **dict(env_config)})
         if mode not in ("discrete", "text"):
             raise ValueError(f"mode must be 'discrete' or 'text', got {mode!r}")
@@ -122,7 +141,10 @@ class KernelEnv(gym.Env):
         backend = make_backend(measure, hardware)
         if measure == "gpu" and correctness == "interpreter":
             correctness = "none"  # the GPU worker checks numerics itself, at the real shape
-        self.evaluator = evaluator or Evaluator(self.task, backend, correctness)
+        self._owns_evaluator = evaluator is None
+        self.evaluator = evaluator or Evaluator(self.task, backend, correctness,
+                                                correctness_timeout=correctness_timeout,
+                                                check_shapes=check_shapes)
         self.profile = getattr(backend, "profile", None)
         self.reward_fn = load_reward(reward)
         self.catalog = self.space_.catalog()
@@ -145,11 +167,24 @@ class KernelEnv(gym.Env):
     # ------------------------------------------------------------ episode
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.case = self._pick_shape((options or {}).get("shape"))
-        self.sizes = dict(self.case.sizes)
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"options must be a mapping such as {{'shape': 'square-4096'}}, "
+                             f"got {type(options).__name__}")
+        unknown = sorted(map(str, set(options or {}) - {"shape"}))
+        if unknown:
+            raise ValueError(f"unknown reset option {unknown[0]!r}; known: 'shape'")
+        case = self._pick_shape((options or {}).get("shape"))
+        before = getattr(self, "case", None), getattr(self, "sizes", None)
+        self.case, self.sizes = case, dict(case.sizes)
         config = self.space_.baseline()
+        try:
+            state = self._state(config, self.space_.program(config))
+        except Exception as e:  # noqa: BLE001 - a custom shape the task's programs cannot take
+            self.case, self.sizes = before
+            raise ValueError(f"the task's baseline program cannot start at shape "
+                             f"{_short(case.sizes)}: {type(e).__name__}: {e}") from e
         self.history, self.actions = [], []
-        self.state = self._state(config, self.space_.program(config))
+        self.state = state
         base = self.state.evaluation
         self.baseline_tflops = base.throughput
         self.best_frac = self._frac(base)
@@ -168,16 +203,22 @@ class KernelEnv(gym.Env):
             for c in self.task.shape_cases("all"):
                 if c.name == shape:
                     return c
-            known = ", ".join(c.name for c in self.task.shape_cases("all"))
-            raise ValueError(f"unknown shape {shape!r}; known: {known}")
-        if isinstance(shape, dict):
-            missing = set(self.task.shapes[0].sizes) - set(shape)
-            if missing or not all(isinstance(v, int) and v > 0 for v in shape.values()):
-                raise ValueError(f"shape needs positive integers for {sorted(self.task.shapes[0].sizes)}")
-            return ShapeCase("custom", dict(shape), "custom")
+            names = [c.name for c in self.task.shape_cases("all")]
+            close = difflib.get_close_matches(shape, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown shape {shape[:60]!r}{hint} (known: {', '.join(names)})")
+        if isinstance(shape, Mapping):
+            dims = list(self.task.shapes[0].sizes)
+            if set(shape) != set(dims) or not all(
+                    isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                    and 0 < v <= MAX_SIZE for v in shape.values()):
+                raise ValueError(f"shape needs exactly the sizes {dims}, each an integer in "
+                                 f"[1, {MAX_SIZE}]; got {_short(shape)}")
+            return ShapeCase("custom", {d: int(shape[d]) for d in dims}, "custom")
         raise ValueError(f"shape must be a name or a mapping of sizes, got {type(shape).__name__}")
 
     def _state(self, config, program: Program) -> State:
+        program = self.task.bind(program, self.sizes)  # the problem's constants, not a choice
         return State(config, program, self.evaluator.evaluate(program, self.sizes))
 
     def _frac(self, ev: Evaluation) -> float:
@@ -200,21 +241,26 @@ class KernelEnv(gym.Env):
             elif act.kind == "program":
                 config, program = None, act.program
                 self.task.check_program(program)
+            if act.kind in ("transform", "program"):
+                state = self._state(config, program)
         except (TransformError, DSLError, TaskInterfaceError) as e:
             kind = "masked" if isinstance(e, TransformError) and "illegal" in str(e) else \
                 ("transform" if isinstance(e, TransformError) else "parse")
-            self.actions.append(_label(action))
-            self._mask = None
-            reward = self.reward_fn.reward_on_error(kind)
-            info = self._info(None, event=StepEvent("error", kind), error=str(e))
-            return self._obs(), reward, False, False, info
+            return self._refuse(action, kind, str(e) or type(e).__name__)
+        except EvaluationError as e:
+            log.warning("refused a step: %s", e)
+            return self._refuse(action, "internal", str(e), internal=True)
+        except Exception as e:  # noqa: BLE001 - an Argus bug must not end the agent's run
+            log.exception("refused a step after an internal error")
+            return self._refuse(action, "internal", str(EvaluationError("environment", e)),
+                                internal=True)
         self.actions.append(act.label() if act.kind != "program" else act.program.text)
         if act.kind == "undo":
             if self.history:
                 self.state = self.history.pop()
         elif act.kind in ("transform", "program"):
             self.history.append(prev)
-            self.state = self._state(config, program)
+            self.state = state
         self._mask = None
         event = self._event(act, prev)
         reward = self.reward_fn.update(event)
@@ -225,6 +271,17 @@ class KernelEnv(gym.Env):
         terminated = act.kind == "submit"
         return self._obs(), reward, terminated, False, self._info(act, event)
 
+    def _refuse(self, action, kind: str, message: str, internal: bool = False):
+        """Answer an action that could not be taken: the state stays, the penalty for an
+        invalid action is paid, and `info["error"]` says why."""
+        from reward import StepEvent
+        self.actions.append(_label(action))
+        self._mask = None
+        reward = self.reward_fn.reward_on_error(kind)
+        info = self._info(None, event=StepEvent("error", kind), error=message)
+        info["internal_error"] = internal
+        return self._obs(), reward, False, False, info
+
     def _parse(self, action) -> Action:
         if self.mode == "discrete":
             if isinstance(action, (bool, str)) or not isinstance(action, (int, np.integer)):
@@ -233,7 +290,7 @@ class KernelEnv(gym.Env):
                 raise TransformError(str(action), f"index out of range [0, {len(self.catalog)})")
             name, value = self.catalog[int(action)]
             if name in ("undo", "submit"):
-                return Action(name)
+                return self._special(name)
             reason = self.space_.why_illegal(self.state.config, name, value, self._ctx())
             if reason is not None:
                 raise TransformError(f"{name}({value!r})", f"illegal now: {reason}",
@@ -241,16 +298,41 @@ class KernelEnv(gym.Env):
             return Action("transform", name, value)
         if not isinstance(action, str):
             raise TransformError(repr(action)[:40], "a text action is a string")
+        try:
+            action.encode("utf-8")
+        except UnicodeError as e:  # lone surrogates: no source text can hold them
+            raise TransformError(repr(action)[:40], f"text is not valid Unicode ({e.reason} "
+                                 f"at position {e.start})") from None
         text = action.strip()
         if "@" in text or "def " in text or "\n" in text:
             program = Program.from_text(text, filename="<action>")
             return Action("program", program=program)
-        act = self.space_.parse_call(text)
+        if len(text) > MAX_CALL:
+            raise TransformError(text[:40], f"a transformation call is at most {MAX_CALL} "
+                                 "characters (a program starts with its `@A.kernel` line)")
+        try:
+            act = self.space_.parse_call(text)
+        except (ValueError, RecursionError, MemoryError) as e:  # Python's own parser gave up
+            raise TransformError(text[:40], f"not a transformation call: {type(e).__name__}") \
+                from None
+        if act.kind in ("undo", "submit"):
+            return self._special(act.kind)
         if act.kind == "transform":
+            values = self.space_.transform(act.name).values
+            if not any(type(v) is type(act.value) and v == act.value for v in values):
+                # `tile_m(64.0)` or `tma(1)` compare equal to catalog values, but are not them
+                raise TransformError(act.label(), f"value {act.value!r} is not one of "
+                                     f"{list(values)}")
             reason = self.space_.why_illegal(self.state.config, act.name, act.value, self._ctx())
             if reason is not None:
                 raise TransformError(act.label(), f"illegal now: {reason}", self.legal_actions()[:12])
         return act
+
+    def _special(self, name: str) -> Action:
+        if name == "undo" and not self.history:
+            raise TransformError("undo()", "illegal now: there is no earlier program in this "
+                                 "episode to return to", self.legal_actions()[:12])
+        return Action(name)
 
     def _ctx(self) -> dict:
         return {"sizes": self.sizes, "profile": self.profile}
@@ -288,7 +370,8 @@ class KernelEnv(gym.Env):
     def _obs(self) -> dict:
         ev = self.state.evaluation
         obs = {"config": _config_vector(ev, self.sizes),
-               "report": np.clip(ev.report.encode(), 0, None).astype(np.float32),
+               "report": np.clip(np.nan_to_num(ev.report.encode(), nan=0.0), 0, 1e6
+                                 ).astype(np.float32),
                "perf": self._perf(ev), "action_mask": self.action_mask()}
         if self.mode == "text":
             obs["program"] = _ascii(self.state.program.text)
@@ -297,13 +380,14 @@ class KernelEnv(gym.Env):
 
     def _perf(self, ev: Evaluation) -> np.ndarray:
         m = ev.measurement if ev.measured else None
-        return np.array([math.log1p(m.tflops) if m else 0.0, m.frac_roofline if m else 0.0,
-                         m.frac_anchor if m else 0.0, self.best_frac], dtype=np.float32)
+        vec = np.array([math.log1p(m.tflops) if m else 0.0, m.frac_roofline if m else 0.0,
+                        m.frac_anchor if m else 0.0, self.best_frac], dtype=np.float32)
+        return np.clip(np.nan_to_num(vec, nan=0.0), 0.0, 1e6)
 
     def _info(self, act: Action | None, event, error: str | None = None) -> dict:
         ev = self.state.evaluation
         info = {"shape": self.case.name, "sizes": dict(self.sizes),
-                "action": act.label() if act else None, "error": error,
+                "action": act.label() if act else None, "error": error, "internal_error": False,
                 "report": ev.report.to_dict(), "report_text": ev.report.render(),
                 "measurement": ev.measurement.to_dict() if ev.measurement else None,
                 "correctness": ev.correctness, "failure": ev.error, "failure_message": ev.message,
@@ -321,11 +405,19 @@ class KernelEnv(gym.Env):
         return f"step {self.steps} on {self.case.name}: {perf}\n{ev.report.render()}\n"
 
     def close(self):
-        pass
+        """Stop the worker processes this environment started (the shared interpreter
+        worker once its last environment closes)."""
+        if self._owns_evaluator and getattr(self, "evaluator", None) is not None:
+            self.evaluator.close()
 
 
 def _label(action) -> str:
-    return action if isinstance(action, str) else repr(action)
+    return action if isinstance(action, str) else repr(action)[:200]
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _ascii(text: str) -> str:
@@ -345,12 +437,19 @@ def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:
     f = ev.features
     vec = np.zeros(CONFIG_DIM, dtype=np.float32)
     dims = list(sizes.values())[:3]
-    vec[15:15 + len(dims)] = [math.log2(max(d, 1)) / 16 for d in dims]
+    vec[15:15 + len(dims)] = [_log2(d) / 16 for d in dims]
     if f is None:
         return np.clip(vec, 0, 1)
-    vec[:15] = [math.log2(f.block_m) / 8, math.log2(f.block_n) / 8, math.log2(f.block_k) / 8,
-                f.num_warps / 16, f.stages / 8, math.log2(f.group_m) / 4, math.log2(f.split_k) / 4,
+    vec[:15] = [_log2(f.block_m) / 8, _log2(f.block_n) / 8, _log2(f.block_k) / 8,
+                f.num_warps / 16, f.stages / 8, _log2(f.group_m) / 4, _log2(f.split_k) / 4,
                 f.persistent, f.tma_loads, f.tma_store, f.warp_specialize, f.kmajor_b,
-                f.atomic_output, math.log2(max(f.grid_programs, 1)) / 24,
-                math.log2(max(f.tiles, 1)) / 24]
-    return np.clip(vec, 0, 1)
+                f.atomic_output, _log2(f.grid_programs) / 24, _log2(f.tiles) / 24]
+    return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1)
+
+
+def _log2(x) -> float:
+    """log2 of a feature, 0 for the degenerate values a hand-written program may give."""
+    try:
+        return math.log2(x) if x > 1 else 0.0
+    except (TypeError, ValueError, OverflowError):
+        return 0.0

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
+import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 def versions() -> dict:
@@ -73,6 +76,31 @@ class EpisodeRecord:
         d = json.loads(text)
         d["return_"] = d.pop("return")
         return cls(**d)
+
+    def save(self, path) -> Path:
+        """Write the record as JSON atomically: to a temporary file in the same folder,
+        flushed to disk, then renamed over `path`; a reader (or a crash) sees the old file
+        or the new one, never half of one."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path) -> "EpisodeRecord":
+        return cls.from_json(Path(path).read_text())
 
 
 class Recorder:

@@ -5,7 +5,9 @@ The worker receives program *text* (parsed again there by the whitelisting front
 lowers it, runs it against the task's reference through `oracle.check`, and answers a
 dict. The parent waits at most `timeout` seconds; a worker that hangs is killed and a
 new one started on the next request; a worker that dies mid-run (a segfault from an
-out-of-bounds access under the interpreter, say) is reported as a fault.
+out-of-bounds access under the interpreter, say) is reported as a fault. A worker first
+imports torch and triton and says it is ready; only then does a request's time start, so
+a restart never eats into a kernel's budget.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ def _serve(conn, interpret: bool) -> None:
     from ..dsl.program import Program
     from ..task import get_task
     from . import oracle
+    try:  # the slow imports, before the first request's clock starts
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError:
+        pass  # requests will say what is missing
+    conn.send({"status": "ready"})
     provenance = None
     while True:
         try:
@@ -48,22 +56,42 @@ def _serve(conn, interpret: bool) -> None:
                 answer = {"status": "ok" if verdict.ok else "mismatch", **verdict.to_dict()}
         except Exception as e:  # a compile error is an answer, not a crash
             answer = {"status": "compile", "ok": False, "message": f"{type(e).__name__}: {e}"[:2000]}
+            if not interpret and _context_lost(e):
+                # an illegal address or device assert poisons this process's CUDA context
+                # for good: answer, then make way for a fresh worker
+                answer.update(status="fault", restart=True)
         answer["seconds"] = time.perf_counter() - t0
         conn.send(answer)
+        if answer.get("restart"):
+            return
+
+
+#: what CUDA's sticky errors say (torch and Triton wrap them in their own exceptions)
+STICKY = ("illegal memory access", "misaligned address", "device-side assert",
+          "unspecified launch failure", "illegal instruction", "an illegal address",
+          "CUDA error: unknown error", "launch timed out")
+
+
+def _context_lost(e: BaseException) -> bool:
+    text = f"{type(e).__name__}: {e}"
+    return type(e).__name__ == "AcceleratorError" or any(s in text for s in STICKY)
 
 
 class Worker:
     """A lazily started worker process; `run` is thread-safe."""
 
-    def __init__(self, interpret: bool = True, timeout: float = 60.0):
+    def __init__(self, interpret: bool = True, timeout: float = 60.0,
+                 startup_timeout: float = 120.0):
         self.interpret = interpret
         self.timeout = timeout
+        self.startup_timeout = startup_timeout
         self._proc = None
         self._conn = None
         self._lock = threading.Lock()
         self.restarts = 0
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
+        """Start the process and wait until it is ready; False if it never is."""
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, self.interpret), daemon=True,
@@ -71,6 +99,26 @@ class Worker:
         self._proc.start()
         child.close()
         self._conn = parent
+        try:
+            if parent.poll(self.startup_timeout) and parent.recv().get("status") == "ready":
+                return True
+        except (EOFError, OSError):
+            pass
+        self.stop()
+        return False
+
+    def ensure_started(self) -> bool:
+        """Start the worker now (outside any request's time limit) unless it is running."""
+        with self._lock:
+            return self._ensure_started()
+
+    def _ensure_started(self) -> bool:
+        if self._proc is not None and self._proc.is_alive():
+            return True
+        if self._proc is not None:
+            self.restarts += 1
+            self.stop()
+        return self._start()
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -87,12 +135,18 @@ class Worker:
         """Check (op="check") or check and time (op="measure", on a GPU) one program;
         never raises for what the program does."""
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
-                if self._proc is not None:
-                    self.restarts += 1
-                self._start()
-            self._conn.send({"program": program_text, "task": task, "sizes": dict(sizes),
-                             "seed": seed, "op": op, "options": dict(options or {})})
+            request = {"program": program_text, "task": task, "sizes": dict(sizes),
+                       "seed": seed, "op": op, "options": dict(options or {})}
+            for attempt in range(2):  # a worker that died between requests is replaced once
+                try:
+                    if self._ensure_started():
+                        self._conn.send(request)
+                        break
+                except OSError:  # BrokenPipeError: it died after the liveness check
+                    self.stop()
+                if attempt:
+                    return {"status": "fault", "ok": False,
+                            "message": "the worker process could not be started"}
             limit = self.timeout if timeout is None else timeout
             try:
                 ready = self._conn.poll(limit)
@@ -101,15 +155,21 @@ class Worker:
             if not ready:
                 alive = self._proc.is_alive()
                 self.stop()
+                self.restarts += 1
                 if alive:
                     return {"status": "timeout", "ok": False,
                             "message": f"the kernel did not finish within {limit:.0f} s"}
                 return {"status": "fault", "ok": False, "message": "the kernel crashed the worker"}
             try:
-                return self._conn.recv()
+                answer = self._conn.recv()
+                if answer.get("restart"):  # the worker is exiting: replace it next time
+                    self.stop()
+                    self.restarts += 1
+                return answer
             except (EOFError, OSError):
                 code = self._proc.exitcode if self._proc is not None else None
                 self.stop()
+                self.restarts += 1
                 return {"status": "fault", "ok": False,
                         "message": f"the kernel crashed the worker (exit code {code})"}
 
@@ -121,6 +181,7 @@ class Worker:
 
 
 _SHARED: dict[tuple, Worker] = {}
+_USERS: dict[tuple, int] = {}
 
 
 def shared_worker(interpret: bool = True) -> Worker:
@@ -129,3 +190,20 @@ def shared_worker(interpret: bool = True) -> Worker:
     if key not in _SHARED:
         _SHARED[key] = Worker(interpret)
     return _SHARED[key]
+
+
+def acquire_shared_worker(interpret: bool = True) -> Worker:
+    """`shared_worker`, counting the caller as a user until `release_shared_worker`."""
+    key = (interpret, os.getpid())
+    _USERS[key] = _USERS.get(key, 0) + 1
+    return shared_worker(interpret)
+
+
+def release_shared_worker(worker: Worker) -> None:
+    """One user fewer; the last one stops the process (a later `run` starts a new one)."""
+    key = (worker.interpret, os.getpid())
+    if _SHARED.get(key) is not worker or not _USERS.get(key):
+        return
+    _USERS[key] -= 1
+    if _USERS[key] == 0:
+        worker.stop()
