@@ -1,0 +1,176 @@
+"""Resource limits and cleanup: bounded step time, worker processes released by
+`close`, no temporary files left behind, episode records written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import argus_env  # noqa: F401
+from argus_env.envs.record import EpisodeRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG_LOOP = "for i in A.range(0, 1000000000000):\n    pass"
+
+
+def _insert_in_body(text: str, code: str) -> str:
+    import fuzz_actions
+    return fuzz_actions.insert_in_body(text, code)
+
+
+def test_a_program_that_runs_too_long_is_a_timeout_and_the_env_continues():
+    env = gym.make("Argus-GEMM-v0", mode="text", correctness_timeout=3.0)
+    try:
+        env.reset(seed=0, options={"shape": "ragged-1000"})
+        base = env.unwrapped.task.program("baseline").text
+        env.step(base)  # start the worker outside the timed step
+        worker = env.unwrapped.evaluator.worker
+        restarts = worker.restarts
+        t0 = time.perf_counter()
+        obs, reward, term, _, info = env.step(_insert_in_body(base, LONG_LOOP))
+        dt = time.perf_counter() - t0
+        assert info["report"]["ok"], "the loop is harmless to the invariants"
+        assert info["failure"] == "timeout", (info["failure"], info["failure_message"])
+        assert "3 s correctness budget" in info["failure_message"], info["failure_message"]
+        assert reward == -1.0 and not term, reward
+        assert dt < 3.0 + 10.0, f"the timed-out step took {dt:.1f} s"
+        assert worker.restarts == restarts + 1, "the hung worker was not replaced"
+        # the environment carries on: a correct program is checked (in a new worker) and measured
+        obs, reward, term, _, info = env.step(base.replace("BM: A.const = 64", "BM: A.const = 128"))
+        assert info["failure"] is None and info["measurement"]["ok"], info["failure_message"]
+    finally:
+        env.close()
+
+
+def test_correctness_timeout_is_configurable_through_env_config():
+    from argus_env.envs import env_creator
+    env = env_creator({"mode": "text", "correctness_timeout": 7.5, "check_shapes": 2})
+    assert env.evaluator.correctness_timeout == 7.5
+    assert len(env.evaluator.check_shapes) == 2
+    env.close()
+
+
+# ---------------------------------------------------------------- close and temp files
+CLOSE_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import psutil
+    import gymnasium as gym
+    import argus_env
+    me = psutil.Process()
+    def children():  # multiprocessing's own resource tracker lives as long as we do
+        return sorted(p.pid for p in me.children(recursive=True) if p.is_running()
+                      and p.status() != psutil.STATUS_ZOMBIE
+                      and "resource_tracker" not in " ".join(p.cmdline()))
+    before = children()
+    envs = [gym.make(env_id, mode="text") for env_id in ("Argus-GEMM-v0", "Argus-GEMM-v0")]
+    for env in envs:
+        env.reset(seed=0, options={"shape": "ragged-1000"})
+        base = env.unwrapped.task.program("baseline").text
+        env.step(base.replace("BM: A.const = 64", "BM: A.const = 128"))
+    during = children()
+    envs[0].close()
+    after_one = children()
+    envs[1].close()
+    deadline = time.time() + 10
+    while children() and time.time() < deadline:
+        time.sleep(0.1)
+    print(json.dumps({"before": before, "during": during, "after_one": after_one,
+                      "after": children()}))
+""")
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_close_releases_worker_processes_and_leaves_no_temp_files(tmp_path):
+    tmp, cache, triton = tmp_path / "tmp", tmp_path / "cache", tmp_path / "triton"
+    for d in (tmp, cache, triton):
+        d.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "ARGUS_CACHE_DIR": str(cache),
+           "TRITON_CACHE_DIR": str(triton), "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT], env=env, cwd=ROOT, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(counts["during"]) > len(counts["before"]), f"no worker was started: {counts}"
+    assert counts["after_one"] == counts["during"], \
+        f"closing one env stopped the worker the other still uses: {counts}"
+    assert counts["after"] == counts["before"], f"worker processes left after close: {counts}"
+    assert _files(tmp) == [], f"temporary files left in TMPDIR: {_files(tmp)[:10]}"
+    assert _files(triton) == [], f"files left in the Triton cache: {_files(triton)[:10]}"
+    leftovers = [f for f in _files(cache) if not f.endswith(".py")]
+    assert leftovers == [], f"non-module files in the kernel cache: {leftovers[:10]}"
+    assert _files(cache), "the kernel cache is where generated modules live: none written?"
+
+
+# ---------------------------------------------------------------- atomic records
+def _record(i: int, size: int = 0) -> EpisodeRecord:
+    return EpisodeRecord("gemm", "Argus-GEMM-v0", "square-4096", {"M": 1}, "fuzz", i, "text",
+                         "model", "h200", actions=[f"tile_m({i})"] * 3,
+                         best_program="x" * size, versions={})
+
+
+def test_save_round_trips_and_replaces(tmp_path):
+    path = tmp_path / "runs" / "episode.json"
+    _record(1).save(path)
+    _record(2).save(path)
+    assert EpisodeRecord.load(path).seed == 2
+    assert sorted(p.name for p in path.parent.iterdir()) == ["episode.json"], "temp file left"
+
+
+def test_a_failed_save_keeps_the_old_record(tmp_path, monkeypatch):
+    path = tmp_path / "episode.json"
+    _record(1).save(path)
+
+    def crash(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        _record(2).save(path)
+    assert EpisodeRecord.load(path).seed == 1, "the old record was damaged"
+    assert [p.name for p in tmp_path.iterdir()] == ["episode.json"], "temp file left"
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from argus_env.envs.record import EpisodeRecord
+    out = sys.argv[1]
+    i = 0
+    while True:
+        rec = EpisodeRecord("gemm", "Argus-GEMM-v0", "s", {}, "w", i, "text", "model", "h200",
+                            best_program="y" * (200_000 + 997 * (i % 50)), versions={})
+        rec.save(f"{out}/record_{i % 7}.json")
+        if i == 5:
+            print("ready", flush=True)
+        i += 1
+""")
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.13, 0.31])
+def test_records_survive_a_writer_killed_mid_write(tmp_path, delay):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    records = sorted(tmp_path.glob("record_*.json"))
+    assert records, "the writer wrote nothing"
+    for path in records:
+        rec = EpisodeRecord.load(path)   # raises on a half-written file
+        assert len(rec.best_program) >= 200_000, path
+    # a write cut short leaves at most its hidden temporary file, never a damaged record
+    assert all(p.name.startswith(".") and p.suffix == ".tmp" for p in tmp_path.iterdir()
+               if p not in records), sorted(p.name for p in tmp_path.iterdir())
