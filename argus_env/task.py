@@ -68,6 +68,9 @@ class Task:
     anchor_dims: tuple[str, ...] = ()
     #: the transformation space (`argus_env.space.TaskSpace`), if the task has one
     space = None
+    #: `cost_model(program, sizes, profile) -> {"ms", "tflops", ...}` when the generic
+    #: GEMM-shaped analytic model does not fit the task (attention), else None
+    cost_model = None
 
     def check_program(self, program: Program) -> None:
         """Raise `TaskInterfaceError` unless `program` has the task's tensor signature."""

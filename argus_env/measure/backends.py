@@ -97,6 +97,12 @@ class ModelBackend(Backend):
                 ) -> Measurement:
         from .model import estimate
         f = features or extract(program, sizes, task, num_sms=self.profile.sms)
+        if getattr(task, "cost_model", None) is not None:  # a task with a model of its own
+            own = task.cost_model(program, sizes, self.profile)
+            return Measurement("model", True, own["ms"], own["tflops"], self.anchor(task, sizes, f),
+                               self.roofline(f), details={"bound": own.get("bound"),
+                                                          "profile": self.profile.name,
+                                                          "config": str(own.get("features"))})
         est = estimate(f, self.profile)
         m = Measurement("model", est.legal, est.ms, est.tflops, self.anchor(task, sizes, f),
                         self.roofline(f), "; ".join(est.reasons),

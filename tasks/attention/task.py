@@ -129,6 +129,10 @@ class AttentionTask(Task):
                     q, k, v, is_causal=causal, enable_gqa=group > 1)
         return run
 
+    def cost_model(self, program: Program, sizes: Sizes, profile) -> dict:
+        from .model import estimate
+        return estimate(program, sizes, profile)
+
     @property
     def space(self):
         from .space import SPACE
