@@ -86,14 +86,17 @@ class KernelEnv(gym.Env):
     programs it lacks; "gpu": live timing on this machine's GPU in a worker process, which
     makes the environment nondeterministic), `hardware` (profile in `configs/hardware/`),
     `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
-    `correctness` ("interpreter" | "none"), `correctness_timeout` (seconds for a
+    `correctness` ("interpreter" | "none": no numerical check, so a program that passes the
+    checker is trusted, a kernel writing zeros included; for checker-only experiments),
+    `correctness_timeout` (seconds for a
     program's numerical checks, all shapes together; past it the step is scored as a
     timeout), `check_shapes` (how many reduced shapes the numerics are checked at, or a
     list of size mappings). Also accepted as one `env_config` mapping, as RLlib passes them.
 
     ## Errors
     Nothing an agent sends raises: a bad action (wrong type, out of range, masked,
-    unparsable or hostile text, a program with the wrong signature) is answered with a
+    unparsable or hostile text, a program with the wrong signature, any action after
+    `submit` until `reset`) is answered with a
     message in `info["error"]` and the invalid-action penalty, and the state is kept; a
     program Argus itself fails on is answered the same way with `info["internal_error"]`
     set. `reset` raises `ValueError` for options it cannot use.
@@ -192,6 +195,7 @@ class KernelEnv(gym.Env):
         self.last_tflops = base.throughput
         self.reward_fn.reset(self.state)
         self.steps = 0
+        self.ended = False  # submitted: later steps are refused until reset
         self._mask = None
         return self._obs(), self._info(None, event=None)
 
@@ -233,6 +237,10 @@ class KernelEnv(gym.Env):
 
         from ..task import TaskInterfaceError
         prev = self.state
+        if getattr(self, "ended", False):  # a second submit must not earn a second bonus
+            obs, reward, _, trunc, info = self._refuse(
+                action, "ended", "the episode ended with submit(); call reset() to start another")
+            return obs, reward, True, trunc, info
         try:
             act = self._parse(action)
             if act.kind == "transform":
@@ -269,6 +277,7 @@ class KernelEnv(gym.Env):
             self.best_frac = max(self.best_frac, self._frac(self.state.evaluation))
             self.best_tflops = max(self.best_tflops or 0.0, event.throughput)
         terminated = act.kind == "submit"
+        self.ended = terminated
         return self._obs(), reward, terminated, False, self._info(act, event)
 
     def _refuse(self, action, kind: str, message: str, internal: bool = False):

@@ -165,3 +165,21 @@ def test_strings_that_break_pythons_own_parser_are_refused():
                  "tile_m(" + "9" * 5000 + ")", "x" * 300_000, "tile_m(64.0)", "tma(1)"]:
         _, _, _, _, info = checked_step(env, fz.Fuzzed(text, "parser-breaker", True))
         assert not info["internal_error"], info["error"]
+
+
+def test_a_checker_crash_is_refused_and_the_env_continues():
+    """Found by fuzzing: `A.covers` outside `A.assert_tags` made the checker raise
+    NotImplementedError out of `step`. Whatever the checker does with it now, the step
+    answers (refused as an internal error, or reported), and the env goes on."""
+    env = env_for("Argus-GEMM-v0", "text")
+    _, start = env.reset(seed=0, options={"shape": "ragged-1000"})
+    base = env.unwrapped.task.program("baseline").text
+    text = base.replace("A.cast(acc, A.bf16), mask=(rows < M",
+                        "A.cast(A.tag(acc * 0.0, K=A.covers(0, K)), A.bf16), mask=(rows < M")
+    assert text != base
+    _, reward, _, _, info = checked_step(env, fz.Fuzzed(text, "checker-crash", False))
+    if info["internal_error"]:
+        assert "internal error in the invariant checker" in info["error"], info["error"]
+        assert reward < 0 and info["program"] == start["program"], "the state must be kept"
+    _, _, _, _, info = checked_step(env, fz.Fuzzed(base, "baseline", False))
+    assert info["error"] is None, info["error"]

@@ -174,3 +174,41 @@ def test_records_survive_a_writer_killed_mid_write(tmp_path, delay):
     # a write cut short leaves at most its hidden temporary file, never a damaged record
     assert all(p.name.startswith(".") and p.suffix == ".tmp" for p in tmp_path.iterdir()
                if p not in records), sorted(p.name for p in tmp_path.iterdir())
+
+
+def test_cuda_sticky_errors_retire_the_worker():
+    """On a GPU, an illegal address poisons the process's CUDA context: the worker answers
+    `fault` and exits (its replacement starts clean); other errors are compile answers."""
+    from argus_env.measure.worker import _context_lost
+    for text in ("CUDA error: an illegal memory access was encountered",
+                 "Triton Error [CUDA]: misaligned address", "device-side assert triggered"):
+        assert _context_lost(RuntimeError(text)), text
+    assert not _context_lost(ValueError("dot: K mismatch")), "a compile error is not a fault"
+    assert not _context_lost(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"))
+
+
+GPU_SCRIPT_IMPORTS = textwrap.dedent("""
+    import importlib.util, sys
+    for name in ("z3", "gymnasium", "hypothesis", "ray"):
+        sys.modules[name] = None   # the GPU script must not need them
+    spec = importlib.util.spec_from_file_location("gfc", "benchmarks/gpu_fault_containment.py")
+    gfc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gfc)
+    from argus_env.dsl.program import Program
+    from argus_env.lower import source
+    from argus_env.measure.gpu_backend import GPUBackend
+    from argus_env.measure.worker import Worker
+    from argus_env.task import get_task
+    GPUBackend(worker=Worker(interpret=False))
+    for name, text in gfc.programs(get_task("gemm").program("baseline").text).items():
+        source(Program.from_text(text))
+    print("ok")
+""")
+
+
+def test_gpu_fault_containment_script_needs_only_the_gpu_stack():
+    """benchmarks/gpu_fault_containment.py runs on a bare GPU machine (torch, triton,
+    numpy, pyyaml, rich): its programs still type-check and lower, without z3 or gymnasium."""
+    out = subprocess.run([sys.executable, "-c", GPU_SCRIPT_IMPORTS], cwd=ROOT, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
