@@ -6,6 +6,7 @@ AGENTS = {
     "random": "agents.search.random_search",
     "greedy": "agents.search.greedy",
     "evolutionary": "agents.search.evolutionary",
+    "llm": "agents.llm.planner",
     "ppo": "agents.rl.ppo",
 }
 

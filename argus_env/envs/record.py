@@ -54,6 +54,7 @@ class EpisodeRecord:
     seconds: float = 0.0
     env_steps: int = 0          # every step the agent took, over all its episodes
     trace: list = field(default_factory=list)  # [env step, best fraction of library so far]
+    transcript: list = field(default_factory=list)  # LLM agents: each step's prompt and answer
     # The last episode's own figures (agents that reset several times record only the
     # last episode's actions, so a replay from `reset(seed, shape)` checks these):
     split: str = ""                 # the env's shape split ("train", "test", "all")

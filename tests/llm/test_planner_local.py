@@ -1,0 +1,45 @@
+"""The planner with the real local model (SmolLM2-135M, scoring mode, tiny budgets) on
+every registered environment. Slow: loads the model once per session (conftest)."""
+
+import gymnasium as gym
+import pytest
+
+import argus_env  # noqa: F401
+from agents import load_agent
+from agents.knowledge.retrieve import Retriever
+from agents.llm import planner
+from agents.llm.memory import Memory
+from argus_env.envs import ENV_IDS
+from argus_env.envs.record import EpisodeRecord
+
+pytestmark = pytest.mark.slow
+
+
+def test_batched_scores_equal_one_candidate_at_a_time(smol):
+    msgs = [{"role": "user", "content": "Split-K needs its combine. Answer with one call."}]
+    cands = ["combine('atomic')", "tile_m(32)", "undo()"]
+    together = smol.score(msgs, cands)
+    alone = [smol.score(msgs, [c])[0] for c in cands]
+    assert together == pytest.approx(alone, abs=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["text", "discrete"])
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+def test_planner_completes_an_episode_with_the_local_model(env_id, mode, smol, tmp_path):
+    env = gym.make(env_id, mode=mode, max_episode_steps=100)
+    names = [c.name for c in env.unwrapped.cases]
+    module = load_agent("llm")
+    args = module.Args(budget=4, seed=0, shape="decode-16" if "decode-16" in names else None,
+                       prompt_tokens=512,
+                       memory_path=str(tmp_path / "memory.json"))
+    rec = module.run(env, args, backend=smol, retriever=Retriever(method="bm25"))
+    assert rec.agent == "llm" and rec.submitted and rec.steps <= 4, rec.action_labels
+    assert rec.invalid_actions == 0, rec.transcript
+    chosen = [t for t in rec.transcript if t["source"] == "model"]
+    assert chosen, rec.transcript
+    for t in chosen:
+        assert t["mode"] == "scoring" and t["scores"] and t["scores"][0][0] == t["action"]
+        assert "Legal actions now" in t["prompt"][1]["content"] or "legal" in t["prompt_info"]["dropped"]
+    again = EpisodeRecord.from_json(rec.to_json())
+    assert again.transcript == rec.transcript
+    assert (tmp_path / "memory.json").exists()
