@@ -17,6 +17,8 @@ Figures, per (env, track) and agent:
   known); median over the episodes that get there, with their count.
 - **invalid actions**: invalid (masked, unparsable) actions per env step.
 - **violations met**: invariant violations the checker reported, per episode.
+- **from table**: submitted kernels whose figure is a recorded GPU measurement rather than
+  the cost model's estimate for a program the table lacks (table mode only).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Entry:
     invalid_rate: float = 0.0
     violations_per_episode: float = 0.0
     violations_by_kind: dict = field(default_factory=dict)
+    from_table: int = 0                                # submitted kernels measured in the table
     curves: dict = field(default_factory=dict)         # seed -> mean-over-shapes curve
     rank: int = 0
 
@@ -159,6 +162,7 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         step = first_reach(ln.get("trace") or [], REACH * best_known[ln["shape"]])
         if step is not None:
             reach.append(step)
+        e.from_table += ln.get("final_measured_by") == "table" and ln.get("submitted", False)
         e.env_steps += int(ln["env_steps"])
         e.invalid_rate += int(ln["invalid_actions"])
         for kind, n in (ln.get("violations_met") or {}).items():

@@ -6,10 +6,13 @@ plus where it came from:
     task_uri                argus://gemm/v0/decode-16
     track, budget, reward   the suite's settings for this episode
     agent_args              the agent's full `Args`
-    hashes                  sha256 of the DSL/IR, checker, lowering, task and cost-model
-                            sources, of the measurement table CSV and of the reward config
+    hashes                  sha256 of the DSL/IR, checker, lowering, env, task and
+                            measurement sources (with the hardware profile and the cost
+                            model's calibration), of the table CSV and of the reward config
     hardware_profile        the profile the measure mode used
     submitted_program_hash  structural hash of the submitted program (None: no submit)
+    final_measured_by       where the final program's figure comes from: "table" (recorded
+                            on the GPU), "model" (a table miss: the cost model), "gpu", None
 
 Lines are appended with one `write` of the whole line, then flushed and fsynced, so a
 crash loses at most the episode in flight; a torn last line is cut off on the next run.
@@ -67,9 +70,9 @@ def source_hashes(task: str, hardware: str) -> dict:
     """sha256 of each source tree that decides what an episode replays to."""
     out = {name: _sha(_files(*trees)) for name, trees in SOURCE_TREES.items()}
     out["task"] = _sha(_files(f"tasks/{task}", suffixes=(".py", ".json")))
-    out["measure"] = _sha(_files("argus_env/measure/model.py", "argus_env/measure/features.py",
-                                 "argus_env/measure/backends.py",
-                                 f"configs/hardware/{hardware}.yaml"))
+    calibration = ROOT / "configs" / "calibration" / f"{hardware}.json"
+    out["measure"] = _sha(_files("argus_env/measure", f"configs/hardware/{hardware}.yaml")
+                          + ([calibration] if calibration.exists() else []))
     return out
 
 
@@ -113,6 +116,16 @@ def hardware_profile(env) -> dict:
     d = dataclasses.asdict(profile)
     d.pop("source", None)
     return d
+
+
+def measured_by(env, record) -> str | None:
+    """The backend behind the final program's throughput; a table miss is "model"."""
+    if not record.final_program or record.final_tflops is None:
+        return None
+    from ..dsl.program import Program
+    ev = env.unwrapped.evaluator.evaluate(Program.from_text(record.final_program), dict(record.sizes))
+    m = ev.measurement
+    return None if m is None else ("model" if m.details.get("table_miss") else m.backend)
 
 
 def program_hash(text: str) -> str | None:

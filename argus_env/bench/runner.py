@@ -67,7 +67,8 @@ class Runner:
             record, task_uri=R.task_uri(ep.env_id, record.task, record.shape, record.sizes),
             track=ep.track, budget=c.budget, reward=c.reward, suite=c.name,
             agent_args=_jsonable(asdict(args)), hashes=R.content_hashes(env, c.reward),
-            hardware_profile=R.hardware_profile(env), submitted_program_hash=submitted)
+            hardware_profile=R.hardware_profile(env), submitted_program_hash=submitted,
+            final_measured_by=R.measured_by(env, record))
         env.close()
         return line
 

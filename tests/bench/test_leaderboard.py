@@ -8,7 +8,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import yaml
 from argus_env.bench import leaderboard as L
 from argus_env.bench import results as R
 from argus_env.bench.submission import PLACEHOLDER, check_submission, new_submission
+from argus_env.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -166,21 +166,19 @@ def test_check_accepts_a_good_submission_and_rejects_a_tampered_one(lines, tiny_
     assert any("missing episode" in t for t in text), text
     assert any(t.startswith("README.md") and "placeholders" in t for t in text), text
 
-    proc = subprocess.run([sys.executable, "-m", "argus_env.cli", "leaderboard", "--check",
-                           str(bad), "--out", str(tmp_path / "lb")], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 1 and "rejected" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
-def test_argus_leaderboard_adds_an_accepted_submission(lines, tiny_results, tiny_config, tmp_path):
+def test_argus_leaderboard_adds_an_accepted_submission(lines, tiny_config, tmp_path, capsys):
     random_only = tmp_path / "random.jsonl"
     random_only.write_text("".join(json.dumps(ln) + "\n" for ln in lines if ln["agent"] == "random"))
     good = _submission(lines, tmp_path / "sub", tiny_config)
-    proc = subprocess.run([sys.executable, "-m", "argus_env.cli", "leaderboard", str(random_only),
-                           "--check", str(good), "--out", str(tmp_path / "lb")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert main(["leaderboard", str(random_only), "--check", str(good), "--out",
+                 str(tmp_path / "lb")]) == 0, capsys.readouterr().out
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "| random |" in md and "| greedy |" in md, md   # rows of the per-shape tables
     assert (tmp_path / "lb" / "leaderboard.html").exists()
+    (good / "agent.yaml").write_text("name: greedy\n")          # description, authors, suite gone
+    assert main(["leaderboard", "--check", str(good), "--out", str(tmp_path / "lb2")]) == 1
+    out = capsys.readouterr().out
+    assert "rejected" in out and "agent.yaml: missing 'description'" in out, out

@@ -2,8 +2,6 @@
 
 import copy
 import json
-import subprocess
-import sys
 
 import gymnasium as gym
 import pytest
@@ -12,6 +10,7 @@ import argus_env  # noqa: F401
 from agents import load_agent
 from argus_env.bench import results as R
 from argus_env.bench.validate import Divergence, Validator, validate
+from argus_env.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -80,16 +79,14 @@ def test_a_record_that_cannot_replay_is_one_divergence():
 
 
 @pytest.mark.slow
-def test_argus_validate_exits_nonzero_at_the_first_divergence(tiny_results, tmp_path):
-    cmd = [sys.executable, "-m", "argus_env.cli", "validate"]
-    ok = subprocess.run(cmd + [str(tiny_results), "--line", "2"], capture_output=True,
-                        text=True, timeout=300)
-    assert ok.returncode == 0 and "1 record(s) replay exactly" in ok.stdout, ok.stdout + ok.stderr
+def test_argus_validate_exits_nonzero_at_the_first_divergence(tiny_results, tmp_path, capsys):
+    assert main(["validate", str(tiny_results), "--line", "2"]) == 0
+    assert "1 record(s) replay exactly" in capsys.readouterr().out
     lines = tiny_results.read_text().splitlines()
     bad = json.loads(lines[1])
     bad["rewards"][0] = 1.0
     tampered = tmp_path / "tampered.jsonl"
     tampered.write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
-    proc = subprocess.run(cmd + [str(tampered)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "tampered.jsonl:2" in proc.stdout and "step 1: reward: expected 1.0" in proc.stdout, proc.stdout
+    assert main(["validate", str(tampered)]) == 1
+    out = capsys.readouterr().out
+    assert "tampered.jsonl:2" in out and "step 1: reward: expected 1.0" in out, out
