@@ -379,8 +379,7 @@ class KernelEnv(gym.Env):
     def _obs(self) -> dict:
         ev = self.state.evaluation
         obs = {"config": _config_vector(ev, self.sizes),
-               "report": np.clip(np.nan_to_num(ev.report.encode(), nan=0.0), 0, 1e6
-                                 ).astype(np.float32),
+               "report": _report_vector(ev.report),
                "perf": self._perf(ev), "action_mask": self.action_mask()}
         if self.mode == "text":
             obs["program"] = _ascii(self.state.program.text)
@@ -454,6 +453,25 @@ def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:
                 f.persistent, f.tma_loads, f.tma_store, f.warp_specialize, f.kmajor_b,
                 f.atomic_output, _log2(f.grid_programs) / 24, _log2(f.tiles) / 24]
     return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1)
+
+
+def _report_vector(report) -> np.ndarray:
+    """The report's numeric encoding, clipped into the observation space; if the encoder
+    fails on a violation (an element coordinate it cannot read), the counts, class, line
+    and number of violations without the element, rather than an exception."""
+    try:
+        vec = np.asarray(report.encode(), dtype=np.float32)
+    except Exception as e:  # noqa: BLE001 - a checker bug must not end the agent's run
+        log.warning("the invariant report could not be encoded (element left out): %s: %s",
+                    type(e).__name__, e)
+        vec = np.zeros(REPORT_DIM, dtype=np.float32)
+        vec[:len(INVARIANTS)] = [math.log1p(n) for n in report.counts().values()]
+        if report.violations:
+            first = report.violations[0]
+            vec[len(INVARIANTS)] = 1.0 + INVARIANTS.index(first.invariant)
+            vec[len(INVARIANTS) + 1] = first.line if isinstance(first.line, (int, float)) else 0
+            vec[len(INVARIANTS) + 2] = len(report.violations)
+    return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1e6).astype(np.float32)
 
 
 def _log2(x) -> float:

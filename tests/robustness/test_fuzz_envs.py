@@ -183,3 +183,16 @@ def test_a_checker_crash_is_refused_and_the_env_continues():
         assert reward < 0 and info["program"] == start["program"], "the state must be kept"
     _, _, _, _, info = checked_step(env, fz.Fuzzed(base, "baseline", False))
     assert info["error"] is None, info["error"]
+
+
+def test_a_report_the_encoder_fails_on_still_gives_an_observation():
+    """Found by fuzzing Argus-Attention-v0: a violation whose element holds None made
+    `InvariantReport.encode` raise from inside `step`, after the state had changed."""
+    import numpy as np
+
+    from argus_env.check.report import INVARIANTS, InvariantReport, Violation
+    from argus_env.envs.kernel_env import REPORT_DIM, _report_vector
+    report = InvariantReport("k", "h", [Violation("coverage", "store", 7, "m", element=(None, 3))])
+    vec = _report_vector(report)
+    assert vec.shape == (REPORT_DIM,) and vec.dtype == np.float32 and np.isfinite(vec).all()
+    assert vec[INVARIANTS.index("coverage")] > 0 and vec[len(INVARIANTS) + 1] == 7, vec
