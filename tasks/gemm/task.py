@@ -71,7 +71,7 @@ class GemmTask(Task):
             out[p.name] = t.to(torch.bfloat16)
         return out
 
-    def reference(self, inputs: dict) -> dict:
+    def reference(self, inputs: dict, sizes: Sizes = None) -> dict:
         return {"c": inputs["a"].float() @ inputs["b"].float()}
 
     def flops(self, sizes: Sizes) -> float:
@@ -81,7 +81,7 @@ class GemmTask(Task):
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
         return 2.0 * (m * k + k * n + m * n)
 
-    def anchor(self, inputs: dict):
+    def anchor(self, inputs: dict, sizes: Sizes = None):
         import torch
         a, b = inputs["a"], inputs["b"]
         return lambda: torch.matmul(a, b)
