@@ -2,8 +2,9 @@
 
 A genome is a short sequence of transformations. Evaluating one resets the environment
 to the same shape and applies the sequence (skipping genes the action mask forbids at
-that point), costing one env step per applied gene; its fitness is the fraction of the
-library anchor its final program reaches. Each generation keeps the elite, fills the
+that point), costing one env step per applied gene; its fitness is the best fraction of
+the library anchor reached along the way, and the prefix that reaches it is what the
+agent finally replays and submits. Each generation keeps the elite, fills the
 rest by tournament selection, one-point crossover and mutation (replace, insert or
 delete a gene), until the step budget is spent; then the best genome is replayed and
 submitted. Uses only the environment's public API: reset, step, observations.
@@ -59,19 +60,22 @@ class _Search:
             self.rec.restart(info)
         return obs
 
-    def evaluate(self, genome: list[int]) -> float:
-        """Apply the genome's legal genes; fitness is the fraction of the library the
-        program it ends with reaches (0 if that program is broken or unmeasured), which
-        is what submitting it would earn."""
+    def evaluate(self, genome: list[int]) -> tuple[float, int]:
+        """Apply the genome's legal genes; fitness is the best fraction of the library a
+        program along the way reaches (0 for broken or unmeasured ones), with the length
+        of the prefix that reaches it: submitting after that prefix earns the fitness."""
         obs = self.reset()
-        for g in genome:
+        best, at = float(obs["perf"][2]), 0
+        for i, g in enumerate(genome):
             if not obs["action_mask"][g]:
                 continue
             obs, reward, term, trunc, info = self.env.step(g)
             self.rec.step(g, reward, info)
             if self.progress:
                 self.progress(self.rec.rec)
-        return float(obs["perf"][2])
+            if float(obs["perf"][2]) > best:
+                best, at = float(obs["perf"][2]), i + 1
+        return best, at
 
     def random_genome(self) -> list[int]:
         return [int(self.rng.choice(self.genes)) for _ in range(self.args.genome_length)]
@@ -104,15 +108,16 @@ def run(env, args: Args, progress=None) -> EpisodeRecord:
         for genome in pop:
             if s.rec.rec.env_steps + len(genome) + len(best) + 1 > args.budget:
                 break
-            fit.append(s.evaluate(genome))
-            if fit[-1] > best_fit:
-                best, best_fit = list(genome), fit[-1]
+            value, at = s.evaluate(genome)
+            fit.append(value)
+            if value > best_fit:
+                best, best_fit = list(genome[:at]), value
         if len(fit) < len(pop):
             break
         order = np.argsort(fit)[::-1]
         pop = [pop[i] for i in order[: args.elite]] + \
             [s.child(pop, fit) for _ in range(args.population - args.elite)]
-    s.evaluate(best)                                  # replay the best genome ...
+    s.evaluate(best)                                  # replay the best prefix ...
     obs, reward, term, trunc, info = env.step(s.submit)  # ... and submit where it ends
     s.rec.step(s.submit, reward, info)
     if progress:
