@@ -67,13 +67,14 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def play(env, arm: str, seed: int, shape: str, episode: int, args, shared) -> dict:
-    """One episode of one arm; returns its row."""
+def play(envs: dict, arm: str, seed: int, shape: str, episode: int, args, shared) -> dict:
+    """One episode of one arm (random search acts on the discrete env, the planner on the
+    text env); returns its row."""
     from agents.llm import planner
     from agents.search import random_search
     t0 = time.perf_counter()
     if arm == "random":
-        rec = random_search.run(env, random_search.Args(budget=args.budget, seed=seed * 1000 + episode,
+        rec = random_search.run(envs["discrete"], random_search.Args(budget=args.budget, seed=seed * 1000 + episode,
                                                         shape=shape))
     else:
         full = arm == "llm+memory+knowledge"
@@ -81,7 +82,7 @@ def play(env, arm: str, seed: int, shape: str, episode: int, args, shared) -> di
                           base_url=args.base_url, mode=args.mode, temperature=args.temperature,
                           device=args.device, knowledge=full, memory=full, retrieval=args.retrieval,
                           threads=args.threads, contrast=args.contrast, prompt_tokens=args.prompt_tokens)
-        rec = planner.run(env, pa, backend=shared["backend"],
+        rec = planner.run(envs["text"], pa, backend=shared["backend"],
                           retriever=shared["retriever"] if full else None,
                           memory=shared["memory"][seed] if full else None)
     best = [0.0]
@@ -169,10 +170,14 @@ def merge(args) -> int:
     """One result from several runs over disjoint seeds (same configuration otherwise)."""
     parts = [json.loads(Path(f).read_text()) for f in args.merge]
     cfg = dict(parts[0]["config"])
-    cfg["seeds"] = sorted(s for p in parts for s in p["config"]["seeds"])
+    cfg["seeds"] = sorted({s for p in parts for s in p["config"]["seeds"]})
     cfg["tag"], cfg["merge"] = args.tag, [Path(f).name for f in args.merge]
     run = argparse.Namespace(**cfg)
-    rows = [r for p in parts for r in p["rows"]]
+    keyed = {}  # a later file's row replaces an earlier one of the same arm, seed, shape, episode
+    for p in parts:
+        for r in p["rows"]:
+            keyed[(r["arm"], r["seed"], r["shape"], r["episode"])] = r
+    rows = list(keyed.values())
     result = {**parts[0], "tag": args.tag, "config": cfg, "rows": rows,
               "seconds": round(max(p["seconds"] for p in parts), 1),
               "summary": summary(rows, run), "curves": curves(rows, run)}
@@ -202,19 +207,20 @@ def main(argv=None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="llm-memory-"))
     shared = {"backend": backend, "retriever": retriever,
               "memory": {s: Memory(tmp / f"memory-seed{s}.json") for s in args.seeds}}
-    env = gym.make("Argus-GEMM-v0", mode="text", measure=args.measure,
-                   max_episode_steps=args.budget + 1)
+    envs = {mode: gym.make("Argus-GEMM-v0", mode=mode, measure=args.measure,
+                           max_episode_steps=args.budget + 1) for mode in ("text", "discrete")}
     rows, t0 = [], time.perf_counter()
     for seed in args.seeds:
         for arm in args.arms:
             for episode in range(args.episodes):
                 for shape in args.shapes:
-                    row = play(env, arm, seed, shape, episode, args, shared)
+                    row = play(envs, arm, seed, shape, episode, args, shared)
                     rows.append(row)
                     print(f"seed {seed} {arm:22s} ep {episode} {shape:12s} best {row['best_frac']:.3f} "
                           f"({row['steps']} steps, {row['seconds']:.1f} s, {row['fallbacks']} fallbacks)",
                           flush=True)
-    env.close()
+    for env in envs.values():
+        env.close()
     result = {"benchmark": "llm_planner_compare", "tag": args.tag,
               "config": {**vars(args), "backend": getattr(backend, "name", None),
                          "retrieval_method": getattr(retriever, "method", None),
