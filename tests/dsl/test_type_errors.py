@@ -128,7 +128,7 @@ CASES = [
     ("tma-narrow-inner-dim", "z = A.load(a[rows, A.arange(4)], tma=True)  #!",
      ["load with tma=True", "at least 16 bytes", "4 x 2 B"]),
     ("tma-scalar-index", "z = A.load(a[rows, 0], tma=True)  #!",
-     ["load with tma=True needs one block index", "`a`"]),
+     ["load with tma=True", "scalars on its leading dims", "`a`"]),
     ("tma-nonzero-other", "z = A.load(a[rows, ks], other=1.0, tma=True)  #!",
      ["load with tma=True", "`other` cannot be 1.0"]),
     ("other-not-literal", "z = A.load(v[rows], mask=rows < M, other=s)  #!",

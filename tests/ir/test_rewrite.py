@@ -246,9 +246,10 @@ def test_with_const_on_task_programs(path):
     for name, value in p.kernel.consts.items():
         if isinstance(value, bool) or not isinstance(value, int):
             continue
-        new = Program(with_const(p.kernel, name, value * 2))
-        assert new.kernel.consts[name] == value * 2, f"{name} not doubled"
-        assert new.hash != p.hash, f"doubling {name} kept the hash"
+        changed = value * 2 if value else 1   # a flag at 0 changes to 1
+        new = Program(with_const(p.kernel, name, changed))
+        assert new.kernel.consts[name] == changed, f"{name} not changed"
+        assert new.hash != p.hash, f"changing {name} kept the hash"
 
 
 def test_with_option_returns_a_new_kernel(prog):
