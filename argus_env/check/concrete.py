@@ -49,6 +49,9 @@ def check_concrete(program: Program, sizes: dict[str, int], task=None, inputs: d
     `max_instances` instances, `ConcreteError` when an op cannot be run concretely.
     """
     start = time.perf_counter()
+    if len(program.info.grids) > 1:
+        raise ValueError(f"check_concrete: {program.name} has {len(program.info.grids)} "
+                         "launches; programs of several launches are checked symbolically only")
     sh = _prepare(program, sizes, task, inputs, num_sms)
     count = math.prod(sh.grid)
     if count > max_instances:

@@ -215,16 +215,25 @@ class Checker:
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
         for s in self.kernel.sizes:
             self.env[s] = SV((), z3.IntVal(self.sizes[s]))
-        self._grid(self.kernel.body[0].value)
-        self.scope = scope
-        self.block(self.kernel.body[1:])
+        from ..dsl.semantic import launches
         from .whole import check_writes
-        check_writes(self)
+        self.scope = scope
+        params = dict(self.env)
+        for i, (grid, stmts) in enumerate(launches(self.kernel)):
+            # each launch starts after the previous one has finished: its own program ids,
+            # no values carried over (only memory), its own whole-program checks
+            if i:
+                self.env, self.frames, self.base, self.writes = dict(params), [], [], []
+                self.grid, self.pids, self.linear, self._pos_cache = [], [], [], {}
+            self._grid(grid)
+            self.block(stmts)
+            check_writes(self)
         self.report.milliseconds = (time.perf_counter() - t0) * 1000
         return self.report
 
     def _grid(self, call: ir.Call) -> None:
-        self.stmt = self.kernel.body[0]
+        self.stmt = next(s for s in self.kernel.body
+                         if isinstance(s, ir.ExprStmt) and s.value is call)
         for i, d in enumerate(call.arg("dims").elts):
             n = const_value(self.expr(d).val)
             if n is None:

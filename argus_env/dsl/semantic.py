@@ -337,6 +337,25 @@ class KernelInfo:
     stored: set[str] = field(default_factory=set)     # tensors written by `store`
     atomic: set[str] = field(default_factory=set)     # tensors written by `atomic_add`
     uses_num_sms: bool = False
+    #: one grid per launch: a kernel body may hold several launches, each starting with a
+    #: top-level `A.grid(...)` and running after the previous one has finished
+    grids: list[ir.Call] = field(default_factory=list)
+    #: per launch, the tensors it reads and the tensors it writes
+    launch_loads: list[set[str]] = field(default_factory=list)
+    launch_writes: list[set[str]] = field(default_factory=list)
+
+    @property
+    def workspaces(self) -> list[str]:
+        """Tensors a later launch reads after an earlier launch wrote them, read by no
+        launch before (or during) the first write: intermediate results between launches,
+        which the launcher allocates when they are not given."""
+        out = []
+        for p in self.kernel.tensors:
+            first = next((i for i, w in enumerate(self.launch_writes) if p.name in w), None)
+            reads = [i for i, r in enumerate(self.launch_loads) if p.name in r]
+            if first is not None and reads and min(reads) > first:
+                out.append(p.name)
+        return out
 
     @property
     def outputs(self) -> list[str]:
@@ -367,9 +386,16 @@ class _Checker:
             if _is_nan(p.default):
                 raise DSLTypeError(f"parameter `{p.name}`: a NaN default has no DSL spelling "
                                    "(no literal parses to NaN)", p.loc.line, p.loc.col)
-        scope = self.typer.initial_scope()
-        self._grid_names(body[0].value, scope)
-        self.block(body, scope, in_loop=False)
+        for grid, stmts in launches(k):
+            # a launch sees only parameters and sizes: values do not cross launches
+            scope = self.typer.initial_scope()
+            self.info.grids.append(grid)
+            self.info.launch_loads.append(set())
+            self.info.launch_writes.append(set())
+            self._grid_names(grid, scope)
+            self._effects(ir.ExprStmt(grid))
+            self.typer.expr(grid, scope)
+            self.block(stmts, scope, in_loop=False)
         return self.info
 
     def _grid_names(self, grid: ir.Call, scope: Scope) -> None:
@@ -387,9 +413,10 @@ class _Checker:
                                    node.loc.line, node.loc.col)
 
     def block(self, stmts, scope: Scope, in_loop: bool) -> None:
-        for i, s in enumerate(stmts):
-            if isinstance(s, ir.ExprStmt) and s.value.fn == "grid" and not (stmts is self.kernel.body and i == 0):
-                raise DSLTypeError("`A.grid` may appear only once, as the first statement",
+        for s in stmts:
+            if isinstance(s, ir.ExprStmt) and s.value.fn == "grid":
+                raise DSLTypeError("`A.grid` may appear only at the top level of the kernel: "
+                                   "as its first statement, and again to start a new launch",
                                    s.loc.line)
             self.stmt(s, scope, in_loop)
 
@@ -477,6 +504,21 @@ class _Checker:
                 if isinstance(ref, ir.Subscript) and isinstance(ref.base, ir.Name):
                     {"load": self.info.loaded, "store": self.info.stored,
                      "atomic_add": self.info.atomic}[node.fn].add(ref.base.id)
+                    if self.info.launch_loads:
+                        (self.info.launch_loads if node.fn == "load" else
+                         self.info.launch_writes)[-1].add(ref.base.id)
+
+
+def launches(kernel: ir.Kernel) -> list[tuple[ir.Call, list[ir.Stmt]]]:
+    """The kernel's launches in order: each top-level `A.grid(...)` with the statements up to
+    the next one. A single-launch kernel has one."""
+    out: list[tuple[ir.Call, list[ir.Stmt]]] = []
+    for s in kernel.body:
+        if isinstance(s, ir.ExprStmt) and s.value.fn == "grid":
+            out.append((s.value, []))
+        elif out:
+            out[-1][1].append(s)
+    return out
 
 
 def _assigned(stmts) -> set[str]:

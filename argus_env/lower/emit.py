@@ -124,9 +124,13 @@ class KernelEmitter:
         self.defs = Defs()
 
     # ------------------------------------------------------------ statements
-    def body(self) -> list[ast.stmt]:
+    def body(self, stmts=None) -> list[ast.stmt]:
+        """The statements of one launch (by default the first), from a fresh scope."""
+        from ..dsl.semantic import launches
         scope = self.typer.initial_scope()
-        return self.block(self.kernel.body[1:], scope) or [ast.Pass()]
+        self.defs = Defs()
+        stmts = launches(self.kernel)[0][1] if stmts is None else stmts
+        return self.block(stmts, scope) or [ast.Pass()]
 
     def block(self, stmts, scope: Scope) -> list[ast.stmt]:
         out: list[ast.stmt] = []
