@@ -122,7 +122,8 @@ class Args:
     hiddens: list = field(default_factory=lambda: [64, 64])
     """MLP layer sizes of the encoder"""
     checkpoint_every: int = 0
-    """also save every N iterations (0: only at the end)"""
+    """also save before training and every N iterations, as iter_0000, iter_N, ... (0: only
+    at the end)"""
     restore: str | None = None
     """continue training from this checkpoint (weights, optimizer, counters)"""
     # ---------------------------------------------------------------- playing
@@ -228,6 +229,8 @@ def train(args: Args) -> str:
     try:
         if args.restore:
             algo.restore_from_path(str(Path(args.restore).resolve()))
+        elif args.checkpoint_every:   # the untrained policy: the start of a learning curve
+            algo.save_to_path(str((out / "iter_0000").resolve()))
         for it in range(1, args.iterations + 1):
             metrics = summarize(algo.train())
             print(json.dumps(metrics), flush=True)
