@@ -1,5 +1,6 @@
 """PPO with action masking: trains with two env runners, checkpoints, resumes, plays as
-an agent and on the held-out shapes; no masked action ever reaches an environment."""
+an agent, in `argus bench` and on the held-out shapes; no masked action ever reaches an
+environment; W&B records the run under its CleanRL name with its config."""
 
 import json
 from pathlib import Path
@@ -27,7 +28,7 @@ def trained(ray_session, tmp_path_factory):
                          hiddens=[32], correctness="none", max_episode_steps=8,
                          train_shapes=["decode-16"], checkpoint_dir=str(root / "ckpt"),
                          env_config={"mask_audit": str(audit)}, track=True,
-                         wandb_dir=str(root / "wandb"))
+                         wandb_dir=str(root / "wandb"), checkpoint_every=2)
     path = ppo.train(args)
     return ppo, args, path, audit, root
 
@@ -42,6 +43,8 @@ def test_training_saves_a_checkpoint_and_logs(trained):
     module_dir = Path(path) / "learner_group" / "learner" / "rl_module" / "default_policy"
     assert module_dir.is_dir(), path
     assert (Path(args.checkpoint_dir) / "latest").read_text().strip() == path
+    saved = sorted(p.name for p in Path(path).parent.glob("iter_*"))
+    assert saved == ["iter_0000", "iter_0002"], saved   # the untrained policy, then every 2
     rows = _metrics(path)
     assert [r["iteration"] for r in rows] == [1, 2], rows
     assert rows[-1]["env_steps_sampled_lifetime"] >= 128, rows[-1]
@@ -49,6 +52,11 @@ def test_training_saves_a_checkpoint_and_logs(trained):
         assert key in rows[-1], (key, rows[-1])
     run_dirs = list((root / "wandb" / "wandb").glob(f"offline-run-*-{Path(path).parent.name}"))
     assert len(run_dirs) == 1, list((root / "wandb").rglob("*"))[:20]
+    # the run's config is the training's Args (W&B keeps it, JSON-encoded, in the run file)
+    raw = (run_dirs[0] / f"run-{Path(path).parent.name}.wandb").read_bytes()
+    for key, value in (("num_env_runners", "2"), ("hiddens", "[32]"),
+                       ("train_shapes", '["decode-16"]'), ("correctness", '"none"')):
+        assert key.encode() in raw and value.encode() in raw, (key, value)
 
 
 def test_no_masked_action_reaches_the_env_in_training(trained):
@@ -84,6 +92,30 @@ def test_plays_as_an_agent_without_masked_actions(trained, tmp_path):
     again = module.run(MaskAudit(gym.make("Argus-GEMM-v0", correctness="none")),
                        module.Args(checkpoint=path, budget=6, seed=0, shape="decode-16"))
     assert again.actions == rec.actions, "greedy play should be deterministic"
+
+
+def test_argus_bench_plays_a_checkpoint(trained, tmp_path, capsys):
+    """A trained policy joins a suite as `ppo: {checkpoint: PATH}`; its line replays."""
+    ppo, args, path, _, _ = trained
+    import yaml
+
+    from argus_env.bench import results as R
+    from argus_env.bench.validate import Validator
+    from argus_env.cli import main
+    suite = {"name": "ppo", "envs": ["Argus-GEMM-v0"], "tracks": ["test"],
+             "shapes": {"Argus-GEMM-v0": {"test": ["square-2048"]}}, "seeds": [0],
+             "budget": 4, "measure": "table", "agents": {"ppo": {"checkpoint": path}}}
+    (tmp_path / "ppo.yaml").write_text(yaml.safe_dump(suite))
+    assert main(["bench", "--config", str(tmp_path / "ppo.yaml"), "--out-dir",
+                 str(tmp_path), "--quiet"]) == 0, capsys.readouterr()
+    lines = R.read_lines(tmp_path / "ppo.jsonl")
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert (line["agent"], line["shape"], line["track"]) == ("ppo", "square-2048", "test"), line
+    assert line["agent_args"]["checkpoint"] == path, line["agent_args"]
+    assert line["submitted"] and 1 <= line["env_steps"] <= 4, line
+    assert line["best_frac_anchor"] > 0, line
+    assert Validator().validate(line) == [], "the bench's PPO episode should replay exactly"
 
 
 def test_greedy_evaluation_on_held_out_shapes(trained, tmp_path):
