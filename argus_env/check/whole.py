@@ -282,7 +282,47 @@ def _bijection(ck, tensor: str, ws: list) -> None:
                        f"`{tensor}{list(y)}`", None, (), tensor=tensor, coords=y,
                        expected={"writes": ">= 1"}, actual={"writes": 0})
             return
+    verdict, y = _covered(ck, ws, sizes)
+    if verdict == "proven":
+        ck.proven(f"{tensor}: every element written (each has a writer)")
+        return
+    if verdict == "refuted":
+        ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
+                   f"`{tensor}{list(y)}`", None, (), tensor=tensor, coords=y,
+                   expected={"writes": ">= 1"}, actual={"writes": 0})
+        return
     ck.report.notes.append(f"{tensor}: bijection not proven ({reason})")
+
+
+def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
+    """Every element has a writer, for writes that are not aligned tiles (a gather over
+    several dims from one tile axis): one query `exists y in the tensor such that no
+    (instance, element) of any write reaches y`, the write's variables quantified
+    existentially under the negation. A grid-stride loop's linear index stands for its
+    (program id, iteration) pairs one-to-one, as in `Checker.solve`: the link is added
+    only where the coordinates or the mask mention the program id or the iteration."""
+    from .values import free_names
+    ys = [z3.Int(f"unwritten{i}!{next(ck.vars.counter)}") for i in range(len(sizes))]
+    cases = []
+    for w in ws:
+        hit = [w.live] + [c == y for c, y in zip(w.coords, ys)]
+        body = list(w.path) + axis_ranges(w.shape) + hit
+        body += ck._links(frozenset().union(*[free_names(c) for c in hit]))
+        mine = {str(y) for y in ys}
+        names = sorted(frozenset().union(*[free_names(c) for c in body]) - mine)
+        cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
+                     else z3.And(*body))
+    s = z3.Solver()
+    s.set("timeout", ck.timeout_ms)
+    s.add(*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases)))
+    ck.report.queries += 1
+    r = s.check()
+    if r == z3.unsat:
+        return "proven", None
+    if r == z3.sat:
+        m = s.model()
+        return "refuted", tuple(m.eval(y, model_completion=True).as_long() for y in ys)
+    return "unknown", None
 
 
 def _unwritten(ck, ws, y) -> bool:

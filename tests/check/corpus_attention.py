@@ -21,11 +21,30 @@ class Mutation:
 
     def program(self) -> Program:
         task = get_task("attention")
-        text = task.program(self.base).text
+        text = _base_text(task, self.base)
         for old, new in self.edits:
             assert old in text, f"{self.name}: {old!r} not in {self.base}"
             text = text.replace(old, new)
         return task.bind(Program.from_text(text, filename=f"<{self.name}>"), self.sizes)
+
+
+#: catalog configurations the new mutations start from (a base name "space:<key>")
+SPACE_BASES = {
+    "lazy": {"rescale": "lazy"},
+    "lazy-expert": {"block_m": 128, "block_n": 64, "num_warps": 8, "stages": 3, "exp2": True,
+                    "fold_log2e": True, "skip_blocks": True, "tma": True, "rescale": "lazy"},
+    "packed": {"gqa_pack": True},
+    "persistent": {"persistent": True},
+    "persistent-packed": {"persistent": True, "gqa_pack": True, "rescale": "lazy"},
+}
+
+
+def _base_text(task, base: str) -> str:
+    if not base.startswith("space:"):
+        return task.program(base).text
+    from dataclasses import replace
+    from tasks.attention.space import BASELINE, render
+    return render(replace(BASELINE, **SPACE_BASES[base.split(":", 1)[1]]))
 
 
 def M(name, base, edits, expect, sizes=None):
@@ -59,5 +78,35 @@ CORPUS = [
     M("expert-diagonal-unmasked", "expert", ("A.where((cols[None, :] <= rows[:, None]) & (cols < SK)[None, :], s, -1e+30)",
                                              "A.where((cols < SK)[None, :], s, -1e+30)"), "causal"),
     M("expert-skips-diagonal-block", "expert", ("if CAUSAL == 1:", "if CAUSAL == 2:"), "coverage"),
+]
+
+GQA4 = {"B": 2, "H": 8, "KVH": 2, "SQ": 72, "SK": 72, "D": 64, "CAUSAL": 1}
+LAZY_IF = "if A.max(m_blk - m_i, 0) > 5.545177444479562:"
+CORPUS += [
+    # lazy (thresholded) rescaling: the accumulator and row sum must move with the maximum
+    M("lazy-rowsum-not-rescaled", "space:lazy", ("l_i = l_i * alpha\n", "l_i = l_i\n"), "softmax"),
+    M("lazy-acc-not-rescaled", "space:lazy", ("acc = acc * alpha[:, None]\n", "acc = acc\n"), "softmax"),
+    M("lazy-max-not-moved", "space:lazy", ("m_i = m_blk\n", "m_i = m_i\n"), "softmax"),
+    M("lazy-p-against-block-max", "space:lazy", ("p = A.exp(s - m_i[:, None])", "p = A.exp(s - m_blk[:, None])"), "softmax", FULL),
+    M("lazy-rowsum-by-unthresholded-factor", "space:lazy",
+      ("l_i = l_i * alpha\n", "l_i = l_i * A.exp(m_i - A.maximum(m_i, A.max(s, 1)))\n"), "softmax"),
+    M("lazy-acc-rescaled-outside-test", "space:lazy-expert",
+      (("acc = acc * alpha[:, None]\n", "acc = acc\n"), ("acc = A.dot(A.cast(p, A.bf16), v_tile, acc)",
+                                                          "acc = A.dot(A.cast(p, A.bf16), v_tile, acc * A.exp2(m_i - m_blk)[:, None])")), "softmax", FULL),
+    # GQA packing: tile row r is query head kvh * GROUP + r // (BM // GROUP)
+    M("packed-heads-strided", "space:packed", ("h = kvh * GROUP + r // (BM // GROUP)",
+                                               "h = kvh + r // (BM // GROUP) * KVH"), "head_map", GQA4),
+    M("packed-heads-off-by-one-group", "space:packed", ("h = kvh * GROUP + r // (BM // GROUP)",
+                                                        "h = (kvh + 1) % KVH * GROUP + r // (BM // GROUP)"), "head_map", GQA4),
+    M("packed-rows-collide", "space:packed", ("rows = pid_m * (BM // GROUP) + r % (BM // GROUP)",
+                                              "rows = pid_m * (BM // GROUP) + r // GROUP"), "exactly_once bijection", GQA4),
+    M("packed-grid-by-query-heads", "space:packed", ("b = bh // KVH", "b = bh // H"), "bijection", GQA4),
+    # persistent grid: tile -> (query block, batch-head) must be a bijection
+    M("persistent-remap-drops-batch", "space:persistent", ("bh = tile // num_pid_m", "bh = tile // num_pid_m % H"),
+      "exactly_once bijection", {**FULL, "B": 2}),
+    M("persistent-remap-wraps-heads", "space:persistent", ("bh = tile // num_pid_m", "bh = tile % H"),
+      "exactly_once bijection", {**FULL, "B": 2}),
+    M("persistent-packed-remap-collides", "space:persistent-packed",
+      ("pid_m = tile % num_pid_m", "pid_m = tile % num_pid_m // 2 * 2"), "exactly_once bijection", GQA4),
 ]
 assert len({m.name for m in CORPUS}) == len(CORPUS)
