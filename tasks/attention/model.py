@@ -7,6 +7,29 @@ Causal programs that skip the blocks after their diagonal do about half the step
 that do not still pay for every step. Programs run in waves over the SMs, several at once
 where shared memory and registers allow. The free constants are fitted by
 `benchmarks/calibrate_attention_model.py` against `tasks/attention/table_h200.csv`.
+
+The program-structure knobs have no GPU measurements yet; their terms are assumptions with
+defaults chosen from the published kernels, to be refitted once
+`benchmarks/attention_suite.py --structure` has timed them:
+
+- lazy rescaling (FA4) skips the accumulator's BM x D multiply in most key blocks: the
+  softmax side shrinks by `lazy_gain` (the rescale's share of the elementwise work, about
+  D / (5 BN + D) of it, times the share of blocks that skip it);
+- Q reloaded per key block moves BM x D bf16 through L2 every step (`l2_bytes_per_ns`
+  per SM, partly hidden by the pipeline), but frees the registers Q held on the mma_v2
+  path (wgmma reads Q from shared memory, as the H200 table's 128x64 4-warp programs
+  suggest: no spill cliff): when Q in registers pushes the estimate past 255 registers
+  there, the program pays `spill_penalty`;
+- warp specialization lets producer warps feed the consumers, so the MMA and softmax
+  overlap more (`ws_overlap`) and the per-step overhead drops (`ws_overhead`);
+- a persistent grid starts one program per SM: its tiles fill the SMs without whole-wave
+  quantization, and a tile's start-up overlaps the previous one's epilogue
+  (`persistent_gain`);
+- GQA packing gives a program BM // GROUP query positions of GROUP heads: the same MMA
+  work and the same K/V blocks per tile (so no change in L2 traffic per output row is
+  modelled; the better L2 locality of a KV head read by one program is not), but causal
+  programs waste less above their diagonal (the masked band is max(BM // GROUP, BN) keys
+  wide, not BM), and short sequences fill their tiles.
 """
 
 from __future__ import annotations
@@ -34,6 +57,14 @@ class Params:
     tma_gain: float = 0.90              # factor on the step overhead with TMA loads
     stage_gain: float = 0.93            # factor per pipeline stage beyond the first (on overhead)
     small_block_penalty: float = 1.25   # BN = 32 steps: more steps, less work each
+    # program-structure knobs: assumed, not fitted (no GPU data yet; see the module doc)
+    lazy_gain: float = 0.15             # share of softmax time saved by lazy rescaling
+    l2_bytes_per_ns: float = 40.0       # L2 bandwidth per SM (~5.5 TB/s over 132 SMs)
+    reload_hidden: float = 0.5          # share of a per-step Q reload hidden by the pipeline
+    spill_penalty: float = 1.3          # factor on a step whose registers spill
+    ws_overlap: float = 0.5             # MMA/softmax overlap with warp specialization
+    ws_overhead: float = 0.7            # factor on the step overhead with warp specialization
+    persistent_gain: float = 0.97       # factor on a persistent tile (start-up overlapped)
 
     @classmethod
     def load(cls) -> "Params":
@@ -52,6 +83,11 @@ class AttnFeatures:
     exp2: bool
     skip_blocks: bool
     tma: bool
+    lazy_rescale: bool = False
+    q_in_registers: bool = True
+    warp_specialize: bool = False
+    persistent: bool = False
+    gqa_pack: bool = False
 
 
 def features(program: Program) -> AttnFeatures:
@@ -60,11 +96,31 @@ def features(program: Program) -> AttnFeatures:
     consts = k.consts
     calls = [n for n in walk(k) if isinstance(n, ir.Call)]
     loops = [n for n in walk(k) if isinstance(n, ir.For) and n.iter.fn == "range"]
+    # key loops hold the products and no loop of their own (a persistent tile loop holds both)
+    key_loops = [n for n in loops if any(isinstance(x, ir.Call) and x.fn == "dot" for x in walk(n))
+                 and not any(isinstance(x, ir.For) for x in walk(n) if x is not n)]
     stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")), 2)
+    q_loads = [x for n in key_loops for x in walk(n) if isinstance(x, ir.Call) and x.fn == "load"
+               and _tensor(x) == "q"]
+    grid = next((c for c in calls if c.fn == "grid"), None)
     return AttnFeatures(
         int(consts.get("BM", 64)), int(consts.get("BN", 64)), int(k.option("num_warps", 4)),
-        int(stages), any(c.fn == "exp2" for c in calls), len(loops) > 1,
-        any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value for c in calls))
+        int(stages), any(c.fn == "exp2" for c in calls), len(key_loops) > 1,
+        any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value for c in calls),
+        lazy_rescale=any(isinstance(n, ir.If) and any(isinstance(x, ir.Call) and x.fn == "max"
+                                                       for x in walk(n.cond))
+                         for n in walk(k)),
+        q_in_registers=not q_loads,
+        warp_specialize=any(n.iter.has("warp_specialize") and isinstance(n.iter.arg("warp_specialize"), ir.Const)
+                            and n.iter.arg("warp_specialize").value for n in loops),
+        persistent=any(c.fn == "num_sms" for c in calls),
+        gqa_pack=grid is not None and any(getattr(x, "name", getattr(x, "id", None)) == "KVH"
+                                          for x in walk(grid)))
+
+
+def _tensor(load: ir.Call) -> str | None:
+    ref = load.arg("ref")
+    return ref.base.id if isinstance(ref, ir.Subscript) and isinstance(ref.base, ir.Name) else None
 
 
 def estimate(program: Program, sizes: dict, profile, params: Params | None = None) -> dict:
@@ -83,27 +139,51 @@ def _default() -> Params:
 
 def estimate_features(f: AttnFeatures, sizes: dict, profile, p: Params) -> dict:
     b, h, sq, sk, d = (sizes[x] for x in ("B", "H", "SQ", "SK", "D"))
+    kvh = sizes.get("KVH", h)
+    group = max(1, h // max(kvh, 1))
     causal = bool(sizes.get("CAUSAL", 0))
-    q_blocks = math.ceil(sq / f.block_m)
+    packed = f.gqa_pack and group > 1 and f.block_m % group == 0
+    span = f.block_m // group if packed else f.block_m     # query positions per program
+    q_blocks = math.ceil(sq / span)
     steps_full = math.ceil(sk / f.block_n)
     # average key blocks a program visits
-    steps = (steps_full + 1) / 2 + f.block_m / f.block_n / 2 if causal and f.skip_blocks else steps_full
+    steps = (steps_full + 1) / 2 + max(span, f.block_n) / f.block_n / 2 \
+        if causal and f.skip_blocks else steps_full
     wgmma = f.num_warps % 4 == 0 and f.block_m >= 64
     rate = profile.bf16_tflops_achievable * 1e12 / profile.sms  # flop/s per SM
     mma_s = 4.0 * f.block_m * f.block_n * d / (rate * (p.mma_efficiency if wgmma else p.mma_v2_efficiency))
     soft_s = f.block_m * f.block_n / 1000 * p.softmax_ns_per_kelem * 1e-9 * \
         (1.0 if f.exp2 else p.exp_penalty) * (4 / f.num_warps) ** 0.5
-    step_s = max(mma_s, soft_s) + (1 - p.overlap) * min(mma_s, soft_s)
+    if f.lazy_rescale:
+        soft_s *= 1 - p.lazy_gain
+    overlap = max(p.overlap, p.ws_overlap) if f.warp_specialize else p.overlap
+    step_s = max(mma_s, soft_s) + (1 - overlap) * min(mma_s, soft_s)
     overhead = p.step_overhead_ns * 1e-9 * (p.tma_gain if f.tma else 1.0) * \
-        p.stage_gain ** max(f.stages - 1, 0) * (p.small_block_penalty if f.block_n <= 32 else 1.0)
+        p.stage_gain ** max(f.stages - 1, 0) * (p.small_block_penalty if f.block_n <= 32 else 1.0) * \
+        (p.ws_overhead if f.warp_specialize else 1.0)
+    regs = (f.block_m * d + f.block_m * f.block_n) // (32 * f.num_warps) + 48
+    if f.q_in_registers:
+        # wgmma reads Q from shared memory; the mma_v2 path holds it in registers
+        regs += 0 if wgmma else f.block_m * d // (64 * f.num_warps)   # bf16, two per register
+        if regs > getattr(profile, "max_regs_per_thread", 255):
+            step_s *= p.spill_penalty
+    else:
+        overhead += f.block_m * d * 2 / p.l2_bytes_per_ns * 1e-9 * (1 - p.reload_hidden)
     per_program = steps * (step_s + overhead)
     smem = f.block_m * d * 2 + f.stages * 2 * f.block_n * d * 2
     resident = max(1, min(profile.smem_per_sm // max(smem, 1), 2048 // (32 * f.num_warps)))
-    programs = q_blocks * b * h
-    waves = programs / (profile.sms * resident)
-    # resident programs share an SM: a wave takes `resident` programs' work
-    seconds = math.ceil(waves) * per_program * resident if waves >= 1 else per_program * \
-        math.ceil(programs / profile.sms)
+    programs = q_blocks * b * (kvh if packed else h)
+    slots = profile.sms * resident
+    waves = programs / slots
+    if f.persistent and waves >= 1:
+        # one program per SM walks the tiles: the last wave is as long as its share of
+        # tiles, and a tile's start-up overlaps the previous tile's epilogue
+        seconds = waves * per_program * resident * p.persistent_gain
+    elif waves >= 1:
+        # resident programs share an SM: a wave takes `resident` programs' work
+        seconds = math.ceil(waves) * per_program * resident
+    else:
+        seconds = per_program * math.ceil(programs / profile.sms)
     seconds += profile.launch_us * 1e-6
     flops = 4.0 * b * h * sq * sk * d / (2 if causal else 1)
     floor = flops / (profile.bf16_tflops_achievable * 1e12)
