@@ -9,6 +9,14 @@ table. Per shape it also times SDPA's cuDNN and FlashAttention-2 backends agains
 other, so ratios to both are reported.
 
     PYTHONPATH=. python benchmarks/attention_suite.py --table tasks/attention/table_h200.csv
+
+With `--structure`, the configurations are instead the expert with each program-structure
+knob turned (lazy rescaling, Q reloaded per key block, warp specialization, persistent
+grid, GQA packing where the shape has a group; `structure_configurations`), for a separate
+table that the cost model's assumed terms can be fitted on:
+
+    PYTHONPATH=. python benchmarks/attention_suite.py --structure \
+        --table tasks/attention/table_structure_h200.csv --time-limit 540
 """
 
 from __future__ import annotations
@@ -62,14 +70,15 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=480)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=int, default=25)
+    ap.add_argument("--structure", action="store_true",
+                    help="time the program-structure knobs (structure_configurations) instead")
     args = ap.parse_args(argv)
     from argus_env import lower
     from argus_env.measure import provenance
     from argus_env.measure.gpu import measure_program
     from argus_env.task import get_task
-    from tasks.attention.space import EXPERT, table_configurations
+    from tasks.attention.space import EXPERT, structure_configurations, table_configurations
     task = get_task("attention")
-    configs = table_configurations()
     start = time.time()
     done = set()
     if args.table.exists():
@@ -87,6 +96,7 @@ def main(argv=None) -> int:
                 break
             sizes = case.sizes
             shape_sum = {"backends": backends_pair(task, sizes), "configs": {}}
+            configs = structure_configurations(sizes) if args.structure else table_configurations()
             for cfg in configs:
                 if (case.name, cfg.summary()) in done:
                     continue
