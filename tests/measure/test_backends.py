@@ -95,3 +95,29 @@ def test_worker_answers_a_program_it_cannot_build():
     w.stop()
     assert ans["status"] == "compile" and "DSLSyntaxError" in ans["message"], ans
     assert Program.from_text(TASK.program("baseline").text)  # the good text still parses
+
+
+@pytest.mark.parametrize("name", ["gemm", "attention"])
+def test_every_tasks_table_hit_carries_the_library_figure_of_its_run(name):
+    """Each task's table names its library column its own way (GEMM: cuBLAS, attention:
+    the best SDPA backend); a hit must carry that figure, as recorded in the same run.
+    The program is the env's starting point (the catalog's baseline configuration)."""
+    import csv
+    from pathlib import Path
+    task = get_task(name)
+    backend = make_backend("table")
+    rows = list(csv.DictReader((Path(task.anchors_file).parent / "table_h200.csv").open()))
+    hits = 0
+    for case in task.shape_cases():
+        program = task.bind(task.space.program(task.space.baseline()), case.sizes)
+        row = next((r for r in rows if r["program_hash"] == program.hash
+                    and all(int(r[d]) == case.sizes[d] for d in task.anchor_dims)), None)
+        if row is None or row["ok"] != "True":
+            continue
+        m = backend.measure(program, case.sizes, task)
+        library = float(row.get("anchor_tflops") or row["cublas_tflops"])
+        assert m.backend == "table" and m.ok, (case.name, m)
+        assert m.anchor_tflops == pytest.approx(library) and m.tflops == pytest.approx(float(row["tflops"]))
+        assert 0 < m.frac_anchor == pytest.approx(float(row["tflops"]) / library)
+        hits += 1
+    assert hits >= 3, f"the {name} baseline is recorded at only {hits} shapes"
