@@ -20,6 +20,16 @@ rewritten every minute so an interrupted run keeps what it found.
 
     python benchmarks/fuzz_envs.py                        # 100,000 actions per env
     python benchmarks/fuzz_envs.py --actions 20000 --seed 1
+    python benchmarks/fuzz_envs.py --jobs 16 --minutes 8  # 16 processes, then merged
+    python benchmarks/fuzz_envs.py --merge a.json b.json  # shards of one env id, merged
+
+With `--jobs N` the envs are spread over N processes (job i fuzzes env i mod #envs with
+seed `seed + i // #envs`, each its own cache folder), each shard writes
+`fuzz_<env>.shard<i>.json`, and the shards of each env are merged into `fuzz_<env>.json`:
+counts add up, the slowest steps and examples are pooled, step-time quantiles are the
+shards' (median and p99 ranges), the maximum is exact. `--minutes` bounds the time per
+env (split evenly over the modes, so text actions are fuzzed however slow discrete ones
+are); the action count then is what fitted.
 """
 
 from __future__ import annotations
@@ -90,7 +100,9 @@ def fuzz_env(env_id: str, mode: str, n: int, rng: random.Random, tally: Tally, a
     core = env.unwrapped
     need_reset = True
     done = 0
-    while done < n:
+    deadline = time.time() + args.minutes * 60 / len(args.modes.split(",")) \
+        if args.minutes else math.inf
+    while done < n and time.time() < deadline:
         if need_reset:
             tally.resets += 1
             options, must_raise = fz.reset_options(rng, core) if rng.random() < 0.3 else (None, False)
@@ -167,7 +179,8 @@ def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
                          "max": times[-1], "total": sum(times)},
         "slowest": [{"seconds": s, "action": a} for s, a in tally.slowest],
         "examples": dict(tally.examples),
-        "settings": {"actions_requested": args.actions, "seed": args.seed, "modes": args.modes,
+        "settings": {"actions_requested": args.actions, "minutes": args.minutes,
+                     "seed": args.seed, "modes": args.modes,
                      "correctness": args.correctness,
                      "correctness_timeout_s": args.correctness_timeout,
                      "step_bound_s": args.step_bound},
@@ -203,7 +216,21 @@ def main(argv=None) -> int:
                     help="the env's correctness budget per program (its default: 20 s)")
     ap.add_argument("--step-bound", type=float, default=30.0, help="a slower step is a hang")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="wall-time bound per env id (split over the modes)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes, spread over the env ids")
+    ap.add_argument("--shard", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--merge", nargs="+", type=Path, help="merge these shard files and exit")
     args = ap.parse_args(argv)
+    if args.merge:
+        merged = merge([json.loads(p.read_text()) for p in args.merge])
+        path = args.out / f"fuzz_{merged['env_id']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(merged, indent=1))
+        print(f"{path}: {merged['actions']} actions from {len(args.merge)} shards, ok={merged['ok']}")
+        return 0 if merged["ok"] else 1
+    if args.jobs > 1:
+        return run_jobs(args, argv if argv is not None else sys.argv[1:])
     os.environ.setdefault("ARGUS_CACHE_DIR", str(Path("/tmp") / f"argus-fuzz-{os.getpid()}"))
     import logging
     logging.getLogger("argus_env").setLevel(logging.ERROR)  # contained errors are counted
@@ -215,7 +242,7 @@ def main(argv=None) -> int:
     for env_id in args.env or sorted(ENV_IDS):
         tally, started = Tally(env_id), time.time()
         rng = random.Random(f"{args.seed}:{env_id}")
-        path = args.out / f"fuzz_{env_id}.json"
+        path = args.out / f"fuzz_{env_id}{args.shard}.json"
         last = [time.time()]
 
         def checkpoint(force=False):
@@ -236,6 +263,90 @@ def main(argv=None) -> int:
                                                  "outcomes", "step_seconds", "wall_seconds")},
                          indent=1))
     return 1 if failed else 0
+
+
+def run_jobs(args, argv: list[str]) -> int:
+    """Spread the env ids over `args.jobs` processes, then merge each env's shards."""
+    from argus_env.envs import ENV_IDS
+    envs = args.env or sorted(ENV_IDS)
+    keep, skip = [], False
+    for a in argv:   # the command line without --jobs/--env/--seed (set per job)
+        if skip:
+            skip = False
+            continue
+        if a in ("--jobs", "--env", "--seed"):
+            skip = True
+            continue
+        if not a.startswith(("--jobs=", "--env=", "--seed=")):
+            keep.append(a)
+    procs = []
+    for i in range(args.jobs):
+        env_id, seed = envs[i % len(envs)], args.seed + i // len(envs)
+        cmd = [sys.executable, __file__, *keep, "--env", env_id, "--seed", str(seed),
+               "--shard", f".shard{i}"]
+        log = (args.out / f"fuzz_{env_id}.shard{i}.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        procs.append((env_id, args.out / f"fuzz_{env_id}.shard{i}.json",
+                      subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                       env={**os.environ, "ARGUS_CACHE_DIR":
+                                            str(Path("/tmp") / f"argus-fuzz-shard{i}")})))
+    codes = [p.wait() for _, _, p in procs]
+    failed = False
+    for env_id in envs:
+        shards = [json.loads(path.read_text()) for e, path, _ in procs
+                  if e == env_id and path.exists()]
+        if not shards:
+            print(f"{env_id}: no shard wrote results (exit codes {codes})")
+            failed = True
+            continue
+        merged = merge(shards)
+        (args.out / f"fuzz_{env_id}.json").write_text(json.dumps(merged, indent=1))
+        failed |= not merged["ok"]
+        print(json.dumps({k: merged[k] for k in ("env_id", "actions", "ok", "problems",
+                                                 "outcomes", "step_seconds", "wall_seconds")},
+                         indent=1))
+    return 1 if failed or any(codes) else 0
+
+
+def merge(shards: list[dict]) -> dict:
+    """One env id's shard summaries as one: counts summed, worst cases pooled."""
+    ids = {s["env_id"] for s in shards}
+    if len(ids) != 1:
+        raise SystemExit(f"shards of different env ids: {sorted(ids)}")
+
+    def add(key):
+        total = collections.Counter()
+        for s in shards:
+            total.update(s[key])
+        return dict(total)
+    problems = add("problems")
+    examples = collections.defaultdict(list)
+    for s in shards:
+        for k, v in s["examples"].items():
+            examples[k] = (examples[k] + v)[:EXAMPLES]
+    med = [s["step_seconds"]["median"] for s in shards]
+    p99 = [s["step_seconds"]["p99"] for s in shards]
+    serious = {k: v for k, v in problems.items() if k != "internal-error-contained"}
+    out = {
+        "env_id": ids.pop(), "actions": sum(s["actions"] for s in shards),
+        "resets": sum(s["resets"] for s in shards), "ok": not serious, "problems": problems,
+        **{k: sum(s[k] for s in shards) for k in ("uncaught_exceptions", "hangs",
+                                                   "errors_without_message",
+                                                   "internal_errors_contained")},
+        "categories": add("categories"), "outcomes": add("outcomes"),
+        "step_seconds": {"median_range": [min(med), max(med)], "p99_range": [min(p99), max(p99)],
+                         "max": max(s["step_seconds"]["max"] for s in shards),
+                         "total": sum(s["step_seconds"]["total"] for s in shards)},
+        "slowest": sorted((x for s in shards for x in s["slowest"]),
+                          key=lambda x: -x["seconds"])[:10],
+        "examples": dict(examples),
+        "shards": [{"actions": s["actions"], "seed": s["settings"]["seed"],
+                    "wall_seconds": s["wall_seconds"], "ok": s["ok"]} for s in shards],
+        "settings": {**shards[0]["settings"], "seed": sorted(s["settings"]["seed"] for s in shards)},
+        "wall_seconds": max(s["wall_seconds"] for s in shards),
+        "provenance": shards[0]["provenance"],
+    }
+    return out
 
 
 if __name__ == "__main__":

@@ -196,3 +196,32 @@ def test_a_report_the_encoder_fails_on_still_gives_an_observation():
     vec = _report_vector(report)
     assert vec.shape == (REPORT_DIM,) and vec.dtype == np.float32 and np.isfinite(vec).all()
     assert vec[INVARIANTS.index("coverage")] > 0 and vec[len(INVARIANTS) + 1] == 7, vec
+
+
+def test_long_fuzz_shards_merge_into_one_figure_per_env():
+    """`benchmarks/fuzz_envs.py --jobs N` merges its shards: counts add up, a problem in
+    any shard makes the env's figure not ok, worst step times survive."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_envs.py"
+    spec = importlib.util.spec_from_file_location("fuzz_envs_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def shard(seed, actions, problems, worst):
+        return {"env_id": "Argus-GEMM-v0", "actions": actions, "resets": 3, "ok": not problems,
+                "problems": problems, "uncaught_exceptions": problems.get("uncaught-exception-step", 0),
+                "hangs": 0, "errors_without_message": 0, "internal_errors_contained": 0,
+                "categories": {"index-legal": actions}, "outcomes": {"refused": actions},
+                "step_seconds": {"median": 0.001, "p99": 0.5, "max": worst, "total": 2.0},
+                "slowest": [{"seconds": worst, "action": f"a{seed}"}], "examples": {},
+                "settings": {"seed": seed, "modes": "discrete"}, "wall_seconds": 10.0,
+                "provenance": {}}
+    good = script.merge([shard(0, 100, {}, 1.5), shard(1, 50, {}, 2.5)])
+    assert good["ok"] and good["actions"] == 150 and good["categories"]["index-legal"] == 150
+    assert good["step_seconds"]["max"] == 2.5 and good["slowest"][0]["action"] == "a1"
+    assert good["settings"]["seed"] == [0, 1]
+    bad = script.merge([shard(0, 100, {}, 1.5), shard(1, 50, {"uncaught-exception-step": 2}, 1.0)])
+    assert not bad["ok"] and bad["uncaught_exceptions"] == 2
+    with pytest.raises(SystemExit):
+        script.merge([shard(0, 1, {}, 1.0), {**shard(1, 1, {}, 1.0), "env_id": "Argus-MoE-v0"}])
