@@ -84,7 +84,8 @@ class Task:
                     f"{self.name}: tensor `{name}` must be A.Tensor[A.{dtype}, "
                     f"{', '.join(repr(d) for d in dims)}], got dims {list(got[name][0])} "
                     f"({got[name][1]})")
-        extra = sorted(set(got) - set(self.signature))
+        # tensors a launch writes for a later launch (workspaces) are the program's own
+        extra = sorted(set(got) - set(self.signature) - set(program.info.workspaces))
         if extra:
             raise TaskInterfaceError(f"{self.name}: unexpected tensor parameter `{extra[0]}`; "
                                      f"the task passes {', '.join(self.signature)}")
@@ -94,6 +95,12 @@ class Task:
         attention row covers fewer keys): by default `store_coverage`. Bounds are DSL-like
         expressions over sizes, `min(a, b)` and `pos(DIM)`, the destination's index on DIM."""
         return self.store_coverage
+
+    def program_sizes(self, program: Program, sizes: Sizes) -> dict:
+        """The sizes `program` runs at: the shape's, plus any the task derives from the
+        program's constants (MoE: the routing step pads the sorted rows to the program's
+        block size, so their count depends on it). By default the shape's sizes."""
+        return dict(sizes)
 
     #: small shapes with the problem constants of `sizes`, for numerical checks under the
     #: interpreter, or None: the environment then uses `env_check_shape` and `cpu_shapes`

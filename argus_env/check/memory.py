@@ -125,6 +125,8 @@ def write(ck, call: ir.Call) -> None:
                    f"tag {d} of another position", m, a.shape, expected={d: c}, actual={d: v},
                    frag=value.frag, tensor=a.tensor.name,
                    coords=tuple(_ev(m, x) for x in a.coords))
+    from .routing import on_write
+    value = on_write(ck, a, value, call)
     if not ck.quiet:
         ck.writes.append(Write(a.tensor.name, a.coords, z3.And(a.live, a.inbounds), value,
                                call.fn == "atomic_add", tma, a.shape, ck.path(),
@@ -182,6 +184,8 @@ def dot(ck, call: ir.Call) -> SV:
     out = SV(shape, None, tags, cov, False, frag)
     from .softmax import check_relations
     check_relations(ck, out, shape, what)
+    from .routing import on_dot
+    on_dot(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
         c = align(ck.expr(acc), shape)
         out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags

@@ -41,7 +41,9 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                 m = ck.find(z3.And(g0, g, v0 != v), shape)
                 if m is not None:
                     from .softmax import special_conflict
-                    inv = special_conflict(name) if name.startswith("@") else "tag_conflict"
+                    from .routing import conflict_invariant
+                    inv = special_conflict(name) if name.startswith("@") else \
+                        conflict_invariant(ck, name)
                     label = {"@ref": "max version", "@base2": "log2(e) scaling"}.get(name, name)
                     ck.violate(inv, what, f"`{what}` meets two values of {label}"
                                + (" (values relative to different running maxima)"

@@ -67,6 +67,8 @@ class Checker:
                  num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000):
         self.program = program
         self.kernel = program.kernel
+        if task is not None and hasattr(task, "program_sizes"):
+            sizes = task.program_sizes(program, sizes)
         self.sizes = {k: int(v) for k, v in sizes.items()}
         missing = [s for s in self.kernel.sizes if s not in self.sizes]
         if missing:
@@ -105,6 +107,8 @@ class Checker:
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear else frozenset()
         s.add(*constraints, *self._links(self._qnames))
+        from .routing import axioms  # routed programs: the routing step's postconditions
+        s.add(*axioms(self, constraints))
         self.report.queries += 1
         t0 = time.perf_counter()
         r = s.check()

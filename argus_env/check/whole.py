@@ -44,7 +44,10 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     for i, t1 in enumerate(sums):
         for t2 in sums[i:]:
             used = free_ids([t2.dom, t2.idx])
-            r2 = [(b, ck.vars.fresh("b2", "lane", None, None)) for b in _unique(t2.bound)
+            # second copies keep their variables' names with one suffix, so that a
+            # grid-stride loop's link (linear index = pid + t * step) still applies to them
+            suffix = f"~b{next(ck.vars.counter)}"
+            r2 = [(b, _twin(ck, b, suffix)) for b in _unique(t2.bound)
                   if b.decl().name() in used]
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
@@ -78,6 +81,17 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                    actual={f"missing {name}": xv}, frag=frag, scope=scope)
     else:
         ck.report.notes.append(f"line {ck._line()}: completeness of {name} not proven")
+
+
+def _twin(ck, v, suffix: str):
+    """A fresh copy of variable `v` named `v` + `suffix`, with `v`'s kind and range."""
+    from .sym import Var
+    info = ck.vars.info(v)
+    name = v.decl().name() + suffix
+    twin = z3.Int(name)
+    ck.vars.vars[name] = Var(twin, info.kind if info else "lane", info.lo if info else None,
+                             info.hi if info else None, True)
+    return twin
 
 
 def _some_lane(ck, formula):
@@ -146,7 +160,8 @@ def check_writes(ck) -> None:
     outputs = ck.program.info.outputs
     for tensor in outputs:
         ws = [w for w in ck.writes if w.tensor == tensor]
-        if ws:
+        from .routing import routed_writes
+        if ws and not routed_writes(ck, tensor, ws):
             _bijection(ck, tensor, ws)
     cov = ck.task.store_coverage_for(ck.kernel.consts) if ck.task is not None else {}
     for tensor, required in (cov or {}).items():

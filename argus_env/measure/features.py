@@ -63,6 +63,8 @@ class KernelFeatures:
 
 def extract(program: Program, sizes: dict[str, int], task=None, num_sms: int = 132) -> KernelFeatures:
     k = program.kernel
+    if task is not None and hasattr(task, "program_sizes"):
+        sizes = task.program_sizes(program, sizes)
     finder = _MainDot(program)
     finder.block(k.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
     dot = finder.best

@@ -41,6 +41,7 @@ def check(program: Program, task: Task, sizes: Sizes, launcher, device="cpu",
           seed: int = 0) -> Correctness:
     """Run `launcher` (from `argus_env.lower.load`) at `sizes` and compare with the reference."""
     import torch
+    sizes = task.program_sizes(program, sizes) if hasattr(task, "program_sizes") else sizes
     gen = torch.Generator(device=device).manual_seed(seed)
     inputs = task.make_inputs(program, sizes, device, gen)
     saved = {k: v.clone() for k, v in inputs.items()}

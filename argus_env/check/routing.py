@@ -1,0 +1,284 @@
+"""Invariants of routed programs (MoE), on top of the tag rules.
+
+A routed program reads index arrays a routing step wrote: `sorted_ids[p]`, the (token, slot)
+pair at sorted position p, and `expert_ids[b]`, the expert of block b. The checker does not
+know their contents: a load of integer data is an uninterpreted function of its coordinates
+(`Checker.uf`). What it may assume are the routing step's *postconditions*, added to every
+solver query as instances at the terms the query mentions (no quantifiers):
+
+- `sid(p)` is the padding sentinel PAD = T*TOPK, or a pair q in [0, PAD) whose expert
+  `tid(q // TOPK, q % TOPK)` (the top-k id array) is the expert of p's block
+  `bexp(p // BM)`, and then `inv(q) == p`: sorted_ids is injective on pairs;
+- every pair q sits somewhere: `0 <= inv(q) < P` and `sid(inv(q)) == q`;
+- `-1 <= bexp(b) < E` (-1: a block no expert uses), `0 <= tid(t, k) < E`.
+
+With them, the task's relations between tags are checked where data meets:
+
+- **expert** (at `dot`): an element whose row is sorted position p (tag P) meets expert e's
+  weights (tag E) only if p's pair is routed to e (or p is padding);
+- **scatter** (at a store leaving the sorted row space): the row of position p is written to
+  the token and slot of its pair `sid(p)`, the inverse of the sorting permutation;
+- **padding** (same place): no padding row is written;
+- **combine** (same place): a top-k weight in the value (tags T, TOPK) is the weight of p's
+  own pair; a value reaching the task's output carries a top-k weight at all; two weights of
+  different slots never meet (a conflict of tag TOPK).
+
+An `atomic_add` of rows into token order records which slot each row contributes, as
+coverage of TOPK (a set: the task's store coverage checks its range; adding a slot twice
+across instances of a persistent loop is left unproven, noted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The routing step's arrays and sizes, as a task states them (`Task.routing`)."""
+
+    block: int                    # rows per block of the aligned layout (the program's BM)
+    tokens: int                   # T
+    topk: int                     # TOPK
+    experts: int                  # E
+    rows: int                     # P, positions of the aligned layout
+    sorted_ids: str = "sorted_ids"
+    expert_ids: str = "expert_ids"
+    topk_ids: str = "topk_ids"
+    output: str = "out"           # the task's output in token order
+    pos: str = "P"                # dim names: sorted position, token, slot, expert
+    token: str = "T"
+    slot: str = "TOPK"
+    expert: str = "E"
+
+    @property
+    def pad(self) -> int:
+        return self.tokens * self.topk
+
+
+def spec(ck) -> Routing | None:
+    """The routing the task states for this program, or None (cached on the checker)."""
+    if "_routing" not in ck.__dict__:
+        fn = getattr(ck.task, "routing", None) if ck.task is not None else None
+        ck._routing = fn(ck.kernel.consts, ck.sizes) if fn is not None else None
+    return ck._routing
+
+
+class _Fns:
+    """The uninterpreted functions of one checker's routing arrays."""
+
+    def __init__(self, ck, r: Routing):
+        import z3
+        self.sid = ck.uf(r.sorted_ids, 1)
+        self.bexp = ck.uf(r.expert_ids, 1)
+        self.tid = ck.uf(r.topk_ids, 2)
+        self.inv = z3.Function(f"inverse_{r.sorted_ids}", z3.IntSort(), z3.IntSort())
+
+
+def fns(ck) -> _Fns:
+    if "_routing_fns" not in ck.__dict__:
+        ck._routing_fns = _Fns(ck, spec(ck))
+    return ck._routing_fns
+
+
+# ---------------------------------------------------------------- postconditions
+def axioms(ck, constraints) -> list:
+    """Instances of the postconditions at every routing term of `constraints` (and at the
+    terms the instances introduce, to a fixed depth)."""
+    r = spec(ck)
+    if r is None:
+        return []
+    import z3
+    f = fns(ck)
+    names = {f.sid.name(): "sid", f.bexp.name(): "bexp", f.tid.name(): "tid",
+             f.inv.name(): "inv"}
+    out, seen, todo = [], set(), list(constraints)
+    for _ in range(3):
+        terms = _apps(ck, todo, names)
+        todo = []
+        for kind, t in terms:
+            if t.get_id() in seen:
+                continue
+            seen.add(t.get_id())
+            inst = _instance(r, f, kind, t)
+            out.append(inst)
+            todo.append(inst)
+        if not todo:
+            break
+    return out
+
+
+def _instance(r: Routing, f: _Fns, kind: str, t):
+    import z3
+    a = t.arg(0)
+    if kind == "sid":
+        q = t
+        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a,
+                      f.tid(q / r.topk, q % r.topk) == f.bexp(a / r.block))
+        return z3.Implies(z3.And(a >= 0, a < r.rows), z3.Or(q == r.pad, pair))
+    if kind == "inv":
+        return z3.Implies(z3.And(a >= 0, a < r.pad),
+                          z3.And(t >= 0, t < r.rows, f.sid(t) == a))
+    if kind == "bexp":
+        return z3.Implies(z3.And(a >= 0, a < r.rows // r.block),
+                          z3.And(t >= -1, t < r.experts))
+    b = t.arg(1)
+    return z3.Implies(z3.And(a >= 0, a < r.tokens, b >= 0, b < r.topk),
+                      z3.And(t >= 0, t < r.experts))
+
+
+def _apps(ck, exprs, names: dict) -> list:
+    """(kind, term) for every application of a routing function in `exprs`, outside
+    quantifiers (memoised per subexpression)."""
+    import z3
+    memo = ck.__dict__.setdefault("_routing_apps", {})
+    out: dict = {}
+
+    def visit(e):
+        key = e.get_id()
+        if key in memo:
+            out.update(memo[key][1])
+            return memo[key][1]
+        found: dict = {}
+        if z3.is_quantifier(e):
+            memo[key] = (e, found)
+            return found
+        if z3.is_app(e):
+            for c in e.children():
+                found.update(visit(c))
+            kind = names.get(e.decl().name()) if e.num_args() else None
+            if kind is not None:
+                found[e.get_id()] = (kind, e)
+        memo[key] = (e, found)
+        out.update(found)
+        return found
+    for e in exprs:
+        if e is not None:
+            visit(e)
+    return list(out.values())
+
+
+# ---------------------------------------------------------------- relations
+def conflict_invariant(ck, name: str) -> str:
+    """The invariant two values of tag `name` meeting at one element break."""
+    r = spec(ck)
+    return "combine" if r is not None and name == r.slot else "tag_conflict"
+
+
+def on_dot(ck, out, shape, what: str) -> None:
+    """expert: a sorted row p meets expert e's weights only if p's pair is routed to e."""
+    r = spec(ck)
+    if r is None or r.pos not in out.tags or r.expert not in out.tags:
+        return
+    import z3
+    f = fns(ck)
+    (gp, p), (ge, e) = out.tags[r.pos], out.tags[r.expert]
+    q = f.sid(p)
+    routed = f.tid(q / r.topk, q % r.topk)
+    m = ck.find(z3.And(gp, ge, p >= 0, p < r.rows, q != r.pad, routed != e), shape)
+    if m is None:
+        ck.proven(f"{what}: each sorted row meets its own expert's weights")
+        return
+    ck.violate("expert", "dot", f"`{what}` multiplies the row of sorted position "
+               f"{_ev(m, p)} (pair {_ev(m, q)}, routed to expert {_ev(m, routed)}) by expert "
+               f"{_ev(m, e)}'s weights", m, shape, expected={r.expert: routed},
+               actual={r.expert: e}, frag="mma")
+
+
+def on_write(ck, a, value, call):
+    """padding, scatter and combine where rows leave the sorted layout; returns the value,
+    with the slot each atomically added row contributes as coverage of TOPK."""
+    r = spec(ck)
+    if r is None:
+        return value
+    import z3
+    from .values import Cov
+    dims = a.tensor.dims
+    op, name = call.fn, a.tensor.name
+    if r.pos not in value.tags or r.pos in dims:
+        if name == r.output and value.tagged and r.slot not in value.tags \
+                and r.slot not in value.cov:
+            _unweighted(ck, a, value, op, r)
+        return value
+    f = fns(ck)
+    gp, p = value.tags[r.pos]
+    p = _fixed_lanes(ck, p)
+    q = f.sid(p)
+    live = z3.And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
+    m = ck.find(z3.And(live, q == r.pad), a.shape)
+    if m is not None:
+        ck.violate("padding", op, f"a padding row (sorted position {_ev(m, p)}) is written to "
+                   f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
+                   actual={"pair": q}, tensor=name, coords=tuple(_ev(m, c) for c in a.coords))
+    real = z3.And(live, q != r.pad)
+    for dim, want in ((r.token, q / r.topk), (r.slot, q % r.topk)):
+        if dim not in dims:
+            continue
+        got = a.coords[dims.index(dim)]
+        m = ck.find(z3.And(real, got != want), a.shape)
+        if m is None:
+            ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
+            continue
+        ck.violate("scatter", op, f"the row of sorted position {_ev(m, p)} holds pair "
+                   f"{_ev(m, q)} (token {_ev(m, q / r.topk)}, slot {_ev(m, q % r.topk)}) but "
+                   f"is written to {dim}={_ev(m, got)} of `{name}`", m, a.shape,
+                   expected={dim: want}, actual={dim: got}, tensor=name,
+                   coords=tuple(_ev(m, c) for c in a.coords))
+    for dim, want in ((r.slot, q % r.topk), (r.token, q / r.topk)):
+        if dim not in value.tags or r.slot not in value.tags:
+            continue
+        g, v = value.tags[dim]
+        m = ck.find(z3.And(real, g, v != want), a.shape)
+        if m is not None:
+            ck.violate("combine", op, f"the row of pair {_ev(m, q)} is scaled by the top-k "
+                       f"weight of {dim}={_ev(m, v)}, not its own {dim}={_ev(m, want)}", m,
+                       a.shape, expected={dim: want}, actual={dim: v}, tensor=name)
+    if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
+        _unweighted(ck, a, value, op, r)
+    if op == "atomic_add" and r.slot not in dims and r.slot not in value.cov:
+        from dataclasses import replace
+        # as a set ("max" kind): the range is checked, a slot added twice is not (that
+        # query over two instances of a persistent tile loop is too slow to decide here)
+        cov = {**value.cov, r.slot: [Cov((), z3.And(a.live, a.inbounds, p >= 0, p < r.rows,
+                                                   q != r.pad), q % r.topk, "max")]}
+        value = replace(value, cov=cov)
+    return value
+
+
+def routed_writes(ck, tensor: str, ws) -> bool:
+    """Whether `tensor` is written with rows of the sorted layout (tag P) at the token their
+    pair names: then every element has a writer exactly when every pair's position is
+    processed, which follows from the routing postconditions (each pair has a position)
+    and the row-space tile loops, not from the written coordinates; noted, not proven."""
+    r = spec(ck)
+    if r is None or not any(r.pos in w.value.tags and r.pos not in ck.kernel.param(tensor).dims
+                            for w in ws):
+        return False
+    ck.report.notes.append(f"{tensor}: written through the routing map; every element has a "
+                           "writer if every sorted position is processed (not proven)")
+    return True
+
+
+def _fixed_lanes(ck, e):
+    """`e` with its existential lane variables at lane 0. Where two operands' row tags met
+    (`acc * wt`), the row is chosen by which operand is live at some lane; the two agree
+    wherever both are (else a tag conflict was reported), so any lane names the row."""
+    import z3
+    from .values import free_names
+    lanes = [v.expr for n, v in ck.vars.vars.items() if n in free_names(e) and n.startswith("any")]
+    return z3.substitute(e, *[(v, z3.IntVal(0)) for v in lanes]) if lanes else e
+
+
+def _unweighted(ck, a, value, op: str, r: Routing) -> None:
+    import z3
+    m = ck.find(z3.And(a.live, a.inbounds, value.live()), a.shape)
+    if m is not None:
+        ck.violate("combine", op, f"rows reach `{a.tensor.name}` without a top-k weight (no "
+                   f"element of `{r.slot}`-indexed weights was multiplied in)", m, a.shape,
+                   expected={r.slot: "a weight"}, actual={r.slot: None},
+                   tensor=a.tensor.name)
+
+
+def _ev(m, e):
+    from .symbolic import _ev as ev
+    return ev(m, e)
