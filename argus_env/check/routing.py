@@ -205,7 +205,8 @@ def on_write(ck, a, value, call):
     p = _fixed_lanes(ck, p)
     q = f.sid(p)
     live = z3.And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
-    m = ck.find(z3.And(live, q == r.pad), a.shape)
+    # a padding row whose write the mask lets through, in bounds or not
+    m = ck.find(z3.And(a.live, gp, p >= 0, p < r.rows, q == r.pad), a.shape)
     if m is not None:
         ck.violate("padding", op, f"a padding row (sorted position {_ev(m, p)}) is written to "
                    f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
