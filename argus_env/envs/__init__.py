@@ -12,7 +12,7 @@ import gymnasium as gym
 from .kernel_env import KernelEnv  # noqa: F401
 
 MAX_EPISODE_STEPS = 64
-ENV_IDS = {"Argus-GEMM-v0": "gemm", "Argus-Attention-v0": "attention"}
+ENV_IDS = {"Argus-GEMM-v0": "gemm", "Argus-Attention-v0": "attention", "Argus-MoE-v0": "moe"}
 
 
 def register_envs() -> None:

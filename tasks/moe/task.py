@@ -105,8 +105,8 @@ class MoETask(Task):
     def reduced_shapes(self, sizes: Sizes) -> list[dict]:
         """Small shapes with the episode's top-k and routing skew."""
         k, skew = sizes["TOPK"], int(sizes.get("SKEW", 0))
-        return [{"T": 24, "D": 96, "F": 80, "E": max(k + 2, 4), "TOPK": k, "SKEW": skew},
-                {"T": 13, "D": 64, "F": 48, "E": max(k + 1, 6), "TOPK": k, "SKEW": 1 - skew}]
+        return [{"T": 12, "D": 48, "F": 40, "E": max(k + 2, 4), "TOPK": k, "SKEW": skew},
+                {"T": 9, "D": 32, "F": 24, "E": max(k + 1, 6), "TOPK": k, "SKEW": 1 - skew}]
 
     def routing(self, consts: dict, sizes: Sizes) -> Routing:
         """What the checker may assume of the routing arrays (their postconditions)."""

@@ -13,7 +13,8 @@ from argus_env.envs import ENV_IDS
 from argus_env.envs.record import EpisodeRecord
 
 #: a shape per env whose new programs check quickly under the interpreter
-CHEAP = {"Argus-GEMM-v0": "decode-16", "Argus-Attention-v0": "b4-h32-s4096-d64"}
+CHEAP = {"Argus-GEMM-v0": "decode-16", "Argus-Attention-v0": "b4-h32-s4096-d64",
+         "Argus-MoE-v0": "mixtral-decode-16-balanced"}
 
 
 @pytest.mark.parametrize("agent", ["random", "greedy", "evolutionary"])
