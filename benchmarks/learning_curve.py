@@ -23,7 +23,9 @@ What x means differs between the agents, and the figure has one panel for each:
   `run` (greedy: the argmax over the legal actions; submits at the budget's last step),
   and its y is the best found in that episode. These evaluation steps are not counted
   in x. Right panel, with the search agents' y at the full budget as horizontal bands.
-  The left panel adds the final policy's held-out episode step by step (dashed).
+  The left panel adds the final policy's held-out episode step by step (dashed); the
+  third panel is PPO's mean training episode return (the reward is the log gain in
+  throughput, minus penalties for violations), which shows learning on the train shapes.
 
 Every held-out episode runs in the env the bench uses (`correctness="interpreter"`: each
 new program's Triton runs against PyTorch under the interpreter). The search agents and
@@ -232,9 +234,9 @@ def plot(result: dict, path: Path) -> None:
     from matplotlib.figure import Figure
     cfg, agents = result["config"], result["agents"]
     colors = {"random": "#7f7f7f", "greedy": "#1f77b4", "ppo": "#d62728"}
-    fig = Figure(figsize=(11, 4.2), dpi=110)
+    fig = Figure(figsize=(15, 4.2), dpi=110)
     FigureCanvasAgg(fig)
-    left, right = fig.subplots(1, 2)
+    left, right, train = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 0.8]})
     steps = np.arange(cfg["budget"] + 1)
     for agent in SEARCH:
         if agent in agents:
@@ -253,6 +255,15 @@ def plot(result: dict, path: Path) -> None:
         right.plot(p["x"], p["mean"], color=colors["ppo"], marker="o", ms=3,
                    label="ppo (greedy play, budget steps per shape)")
         right.fill_between(p["x"], p["min"], p["max"], color=colors["ppo"], alpha=0.2)
+        runs = [s["train_metrics"] for s in p["per_seed"].values()]
+        k = min(len(r) for r in runs)
+        xs = np.mean([[m["env_steps_sampled_lifetime"] for m in r[:k]] for r in runs], 0)
+        ret = band([[m["episode_return_mean"] for m in r[:k]] for r in runs])
+        train.plot(xs, ret["mean"], color=colors["ppo"], label="ppo")
+        train.fill_between(xs, ret["min"], ret["max"], color=colors["ppo"], alpha=0.2)
+        train.set(xlabel="PPO training env steps (train shapes)",
+                  ylabel="mean episode return (16-step episodes)",
+                  title="PPO's training return")
     n = len(cfg["seeds"])
     left.set(xlabel="env steps on the held-out shape",
              ylabel="best fraction of cuBLAS so far\n(geomean over held-out shapes)",
@@ -260,8 +271,9 @@ def plot(result: dict, path: Path) -> None:
     right.set(xlabel="PPO training env steps (train shapes)",
               ylabel="best fraction of cuBLAS in a held-out episode",
               title=f"PPO on held-out shapes during training ({n} seeds)")
-    for ax in (left, right):
+    for ax in (left, right, train):
         ax.grid(alpha=0.3)
+    for ax in (left, right):
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{ENV_ID}, measure={cfg['measure']} (H200), held-out shapes: "
                  f"{', '.join(result['shapes']['test'])}", fontsize=9)
@@ -280,11 +292,12 @@ def provenance(argv) -> dict:
         vers[dist] = metadata.version(dist)
     return {"commit": git("rev-parse", "HEAD"),
             "dirty_files": git("status", "--porcelain", "--untracked-files=no").splitlines(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date_started": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
             "command": "python benchmarks/learning_curve.py " + " ".join(argv),
             "versions": vers,
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                        "cpu_count": os.cpu_count(), "loadavg_at_end": list(os.getloadavg())}}
+                        "cpu_count": os.cpu_count(), "loadavg_at_start": list(os.getloadavg())}}
 
 
 def main(argv=None) -> int:
@@ -297,6 +310,7 @@ def main(argv=None) -> int:
     task = get_task("gemm")
     shapes = args.test_shapes or [c.name for c in task.shape_cases("test")]
     train = args.train_shapes or [c.name for c in task.shape_cases("train")]
+    prov = provenance(argv)   # the checkout as the run starts
     envs = Envs(args)
     starts = {s: envs.baseline(s) for s in shapes}
     t0 = time.perf_counter()
@@ -331,7 +345,8 @@ def main(argv=None) -> int:
         seconds[agent] = round(time.perf_counter() - t, 1)
     result["summary"] = summarize(result)
     result["seconds"] = {**seconds, "total": round(time.perf_counter() - t0, 1)}
-    result["provenance"] = provenance(argv)
+    result["provenance"] = {**prov, "date_finished": datetime.datetime.now(
+        datetime.timezone.utc).isoformat(timespec="seconds"), "loadavg_at_end": list(os.getloadavg())}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"learning_curve_{args.tag}.json"
