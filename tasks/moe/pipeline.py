@@ -3,7 +3,8 @@
 sort the (token, slot) pairs by expert -> gather token rows -> `torch._grouped_mm` over the
 concatenated gate/up weights -> SwiGLU -> `torch._grouped_mm` with the down weights ->
 scale by the top-k weights -> `index_add_` back to token order. Where `torch._grouped_mm`
-is unavailable (CPU, older GPUs), one matmul per expert stands in.
+is unavailable (CPU, older GPUs), one matmul per expert stands in. On the GPU the pipeline
+makes no host round trip, so it is timed, like the kernels, by CUDA-graph replay.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def torch_pipeline(inputs: dict):
     order = torch.argsort(flat, stable=True)
     tok = order // k
     xs = x.index_select(0, tok)
-    counts = torch.bincount(flat, minlength=experts)
+    # per-expert counts without a host round trip (`bincount` reads the maximum back to
+    # size its output, which CUDA-graph capture forbids)
+    counts = torch.zeros(experts, dtype=torch.int64, device=x.device).scatter_add_(
+        0, flat.long(), torch.ones_like(flat, dtype=torch.int64))
     if grouped_mm_available(x.device):
         offs = torch.cumsum(counts, 0, dtype=torch.int32)
         gu = torch._grouped_mm(xs, w13, offs=offs)
