@@ -133,11 +133,17 @@ class TableBackend(Backend):
             path = Path(task.anchors_file).parent / f"table_{self.hardware}.csv" \
                 if getattr(task, "anchors_file", None) else None
             rows = {}
-            if path is not None and path.exists():
-                with path.open() as f:
+            # the main table, then any further ones (`table_<what>_<hardware>.csv`: a
+            # separate recording, e.g. attention's program-structure knobs)
+            paths = [path] + sorted(path.parent.glob(f"table_*_{self.hardware}.csv")) \
+                if path is not None else []
+            for p in paths:
+                if not p.exists():
+                    continue
+                with p.open() as f:
                     for r in csv.DictReader(f):
                         key = tuple(int(r[d]) for d in task.anchor_dims) + (r["program_hash"],)
-                        rows[key] = r
+                        rows.setdefault(key, r)
             self._tables[task.name] = {"path": str(path), "rows": rows}
         return self._tables[task.name]
 
