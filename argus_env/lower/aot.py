@@ -8,7 +8,10 @@ for the real compiler (the interpreter accepts more), and yields resource figure
 The kernel must be imported compiled, not interpreted, and a process runs kernels in
 one mode only, so `compile_hopper` runs the compile in a child process.
 
-    python -m argus_env.lower.aot FILE.py     # prints a JSON summary
+    python -m argus_env.lower.aot FILE.py [--wide NAME,...|all]   # prints a JSON summary
+
+`wide` names the pointer tensors compiled with 64-bit offsets (the launcher's `I64_<name>`
+flags, set for tensors that span 2**31 elements or more); by default none are.
 """
 
 from __future__ import annotations
@@ -25,25 +28,40 @@ from ..dsl.program import Program
 
 @dataclass
 class AotResult:
+    """Figures over all of a program's kernels: the most shared memory and warps any one
+    uses, instruction counts summed."""
+
     ok: bool
     seconds: float = 0.0
     shared_bytes: int = 0
     num_warps: int = 0
     wgmma: int = 0              # wgmma.mma_async instructions in the PTX
     tma_loads: int = 0          # cp.async.bulk.tensor instructions in the PTX
+    kernels: int = 0            # kernels compiled, one per launch
     error: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _compile_here(program: Program, arch: int = 90, num_sms: int = 132) -> AotResult:
+def _wide_flags(sig: dict[str, str], wide) -> dict[str, bool]:
+    """The `I64_<tensor>` constexprs: True for the tensors in `wide` (or all, if True)."""
+    flags = {n: (wide is True or n[len("I64_"):] in wide) for n in sig if n.startswith("I64_")}
+    unknown = set() if wide is True else set(wide) - {n[len("I64_"):] for n in flags}
+    if unknown:
+        raise ValueError(f"wide: {sorted(unknown)} are not pointer tensors of the kernel")
+    return flags
+
+
+def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
+                  wide=()) -> AotResult:
     import importlib.util
 
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from ..dsl.semantic import launches
     from .build import _set_mode, module_path
     from .module import kernel_signature
 
@@ -52,31 +70,41 @@ def _compile_here(program: Program, arch: int = 90, num_sms: int = 132) -> AotRe
     spec = importlib.util.spec_from_file_location(f"argus_aot_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    fn = getattr(module, f"{program.name}_kernel")
     sig = kernel_signature(program)
     consts = dict(program.kernel.consts)
     if "NUM_SMS" in sig:
         consts["NUM_SMS"] = num_sms
+    consts.update(_wide_flags(sig, wide))
     options = {"num_warps": program.kernel.option("num_warps", 4)}
     if program.kernel.option("num_stages") is not None:
         options["num_stages"] = program.kernel.option("num_stages")
     t0 = time.perf_counter()
-    try:
-        k = triton.compile(ASTSource(fn, sig, consts), target=GPUTarget("cuda", arch, 32),
-                           options=options)
-    except Exception as e:  # the compiler's verdict, reported rather than raised
-        return AotResult(False, time.perf_counter() - t0, error=f"{type(e).__name__}: {e}"[:2000])
-    ptx = k.asm["ptx"]
-    return AotResult(True, time.perf_counter() - t0, shared_bytes=int(k.metadata.shared),
-                     num_warps=int(k.metadata.num_warps),
-                     wgmma=ptx.count("wgmma.mma_async"),
-                     tma_loads=ptx.count("cp.async.bulk.tensor"))
+    result = AotResult(True)
+    for i in range(len(launches(program.kernel))):  # one kernel per launch
+        name = f"{program.name}_kernel" + (f"_{i}" if i else "")
+        try:
+            k = triton.compile(ASTSource(getattr(module, name), sig, consts),
+                               target=GPUTarget("cuda", arch, 32), options=options)
+        except Exception as e:  # the compiler's verdict, reported rather than raised
+            return AotResult(False, time.perf_counter() - t0,
+                             error=f"{name}: {type(e).__name__}: {e}"[:2000])
+        ptx = k.asm["ptx"]
+        result.kernels += 1
+        result.shared_bytes = max(result.shared_bytes, int(k.metadata.shared))
+        result.num_warps = max(result.num_warps, int(k.metadata.num_warps))
+        result.wgmma += ptx.count("wgmma.mma_async")
+        result.tma_loads += ptx.count("cp.async.bulk.tensor")
+    result.seconds = time.perf_counter() - t0
+    return result
 
 
-def compile_hopper(program: Program, timeout: float = 300) -> AotResult:
-    """Compile `program` for sm_90 in a child process and summarise the result."""
+def compile_hopper(program: Program, timeout: float = 300, wide=()) -> AotResult:
+    """Compile `program` for sm_90 in a child process and summarise the result; `wide`
+    (tensor names, or True for all) compiles those tensors with 64-bit offsets."""
     env = dict(os.environ, TRITON_INTERPRET="0")
-    proc = subprocess.run([sys.executable, "-m", "argus_env.lower.aot", "-"], input=program.text,
+    args = ["--wide", "all" if wide is True else ",".join(wide)] if wide else []
+    proc = subprocess.run([sys.executable, "-m", "argus_env.lower.aot", "-", *args],
+                          input=program.text,
                           capture_output=True, text=True, timeout=timeout, env=env)
     try:
         return AotResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -88,7 +116,11 @@ def compile_hopper(program: Program, timeout: float = 300) -> AotResult:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     text = sys.stdin.read() if argv[0] == "-" else open(argv[0]).read()
-    result = _compile_here(Program.from_text(text))
+    wide = ()
+    if "--wide" in argv[1:]:
+        names = argv[argv.index("--wide", 1) + 1]
+        wide = True if names == "all" else tuple(n for n in names.split(",") if n)
+    result = _compile_here(Program.from_text(text), wide=wide)
     print(json.dumps(result.to_dict()))
     return 0 if result.ok else 1
 

@@ -81,6 +81,16 @@ class TensorArgs:
         suffix = dims[dim].lower() if dims.count(dims[dim]) == 1 else str(dim)
         return f"stride_{self.param.name}{suffix}"
 
+    @property
+    def wide(self) -> str:
+        """The constexpr flag that makes this tensor's outermost offsets 64-bit."""
+        return f"I64_{self.param.name}"
+
+    @property
+    def outer_stride(self) -> str:
+        from .runtime import outer_dim
+        return self.stride(outer_dim(self.param.order, len(self.param.dims)))
+
 
 class Defs:
     """The defining expression of each name, valid while the names it reads are unchanged."""

@@ -9,6 +9,7 @@ descriptors, compute the grid, launch. Compile-time constants are fixed by the p
 from __future__ import annotations
 
 import ast
+import re
 
 from ..dsl.dtypes import DTYPES
 from ..dsl.program import Program
@@ -16,7 +17,7 @@ from ..ir import nodes as ir
 from ..ir.printer import print_expr
 from . import emit as E
 
-LOWERING_VERSION = "1"
+LOWERING_VERSION = "2"
 
 
 def _host_expr(e: ir.Expr) -> str:
@@ -57,7 +58,7 @@ def _generate(program: Program) -> tuple[str, dict[str, str]]:
     from ..dsl.semantic import launches
     tensors = {p.name: E.TensorArgs(p) for p in k.tensors}
     emitter = E.KernelEmitter(info, tensors)
-    bodies = [E.render(emitter.body(stmts)) for _, stmts in launches(k)]
+    bodies = [_widen(E.render(emitter.body(stmts)), tensors) for _, stmts in launches(k)]
     uses_tma = any(ta.descriptors for ta in tensors.values())
 
     # ---- kernel signature, one line per group: pointers and descriptors, sizes, the
@@ -81,12 +82,15 @@ def _generate(program: Program) -> tuple[str, dict[str, str]]:
     consts += ["NUM_SMS"] if info.uses_num_sms else []
     sig.append([f"{c}: tl.constexpr" for c in consts])
     call.append([f"{c}={c}" for c in consts])
+    wide = [ta.wide for ta in tensors.values() if ta.pointer]  # 64-bit offsets, per tensor
+    sig.append([f"{w}: tl.constexpr" for w in wide])
+    call.append([f"{w}={w}" for w in wide])
+    consts += wide
     call.append([f"{name}={value!r}" for name, value in k.options])
 
     types: dict[str, str] = {}
     for ta in tensors.values():
-        tt = DTYPES[ta.param.dtype].triton.replace("tl.", "").replace("bfloat16", "bf16") \
-            .replace("float", "fp")
+        tt = _sig_type(ta.param.dtype)
         if ta.pointer:
             types[ta.ptr] = f"*{tt}"
         for shape, name in ta.descriptors.items():
@@ -98,8 +102,7 @@ def _generate(program: Program) -> tuple[str, dict[str, str]]:
             types.update({ta.stride(d): "i32" for d in range(len(ta.param.dims))})
     for p in k.params:
         if p.kind == "scalar":
-            types[p.name] = DTYPES[p.dtype].triton.replace("tl.", "").replace("float", "fp") \
-                .replace("bfloat16", "bf16").replace("int", "i")
+            types[p.name] = _sig_type(p.dtype)
     types.update({c: "constexpr" for c in consts})
 
     knames = [f"{k.name}_kernel" + (f"_{i}" if i else "") for i in range(len(bodies))]
@@ -115,7 +118,8 @@ def _generate(program: Program) -> tuple[str, dict[str, str]]:
     ]
     if uses_tma:
         lines.append("from triton.tools.tensor_descriptor import TensorDescriptor")
-    lines += ["", "from argus_env.lower.runtime import bind_sizes, check_tensors, num_sms"]
+    lines += ["", "from argus_env.lower.runtime import bind_sizes, check_tensors, num_sms, "
+              "wide_offsets"]
     for i, (kname, body) in enumerate(zip(knames, bodies)):
         lines += ["", "", "@triton.jit", f"def {kname}("]
         lines += [f"    {', '.join(g)}," for g in sig if g]
@@ -126,6 +130,24 @@ def _generate(program: Program) -> tuple[str, dict[str, str]]:
         lines += ["    " + line if line else line for line in body.splitlines()]
     lines += ["", ""] + _launcher(program, tensors, knames, call)
     return "\n".join(lines) + "\n", types
+
+
+def _sig_type(dtype: str) -> str:
+    """A DSL dtype as Triton's signature strings spell it (`bf16`, `fp32`, `i32`)."""
+    return DTYPES[dtype].triton.replace("tl.", "").replace("bfloat16", "bf16") \
+        .replace("float", "fp").replace("int", "i")
+
+
+def _widen(body: str, tensors: dict) -> str:
+    """Prefix a kernel body with, per pointer tensor it indexes, the switch to 64-bit offsets
+    along the outermost dim. The flag is a constexpr, so when it is off (the common case)
+    the `if` is resolved while tracing and the kernel is the same as without it."""
+    head = []
+    for ta in tensors.values():
+        if ta.pointer and re.search(rf"\b{ta.outer_stride}\b", body):
+            head += [f"if {ta.wide}:  # `{ta.param.name}` spans 2**31 elements or more",
+                     f"    {ta.outer_stride} = tl.cast({ta.outer_stride}, tl.int64)"]
+    return "\n".join(head + [body])
 
 
 def _launcher(program: Program, tensors: dict, knames: list[str],
@@ -171,9 +193,13 @@ def _launcher(program: Program, tensors: dict, knames: list[str],
                     f"        {p.name} = {alloc}({shape}, device={dev}, dtype=torch.{_torch(p)})"]
             if p.name in info.atomic:
                 out += ["    else:", f"        {p.name}.zero_()"]
+    access = {n: "pointer" if ta.pointer else "tma" for n, ta in tensors.items()}
     checks = ", ".join(f"{p.name}=({p.name}, ({', '.join(p.dims)}{',' if len(p.dims) == 1 else ''}), "
-                       f"torch.{_torch(p)}, {p.order!r})" for p in k.tensors)
+                       f"torch.{_torch(p)}, {p.order!r}, {access[p.name]!r})" for p in k.tensors)
     out.append(f"    check_tensors({k.name!r}, {checks})")
+    for ta in tensors.values():
+        if ta.pointer:
+            out.append(f"    {ta.wide} = wide_offsets({ta.param.name}, {ta.param.order!r})")
     if info.uses_num_sms:
         out.append(f"    NUM_SMS = num_sms({k.tensors[0].name}.device)")
     for ta in tensors.values():
