@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=300)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rep-ms", type=int, default=20)
+    ap.add_argument("--first", default="",
+                    help="comma-separated shape names to record before the others")
     args = ap.parse_args(argv)
     if args.interpret:  # before anything imports Triton
         os.environ["TRITON_INTERPRET"] = "1"
@@ -46,6 +48,11 @@ def main(argv=None) -> int:
     task = get_task("moe")
     configs = table_configurations()
     shapes = [(c.name, c.sizes) for c in task.shape_cases("all")]
+    first = [n for n in args.first.split(",") if n]
+    unknown = sorted(set(first) - {n for n, _ in shapes})
+    if unknown:
+        raise SystemExit(f"unknown shape(s) {unknown}; known: {[n for n, _ in shapes]}")
+    shapes.sort(key=lambda s: (first.index(s[0]) if s[0] in first else len(first)))
     if args.smoke:
         configs, shapes = configs[:3], SMOKE[:1]
     done = set()
