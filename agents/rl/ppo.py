@@ -128,7 +128,8 @@ class Args:
     """continue training from this checkpoint (weights, optimizer, counters)"""
     # ---------------------------------------------------------------- playing
     checkpoint: str | None = None
-    """checkpoint `run` plays (None: $ARGUS_PPO_CHECKPOINT, else <checkpoint_dir>/latest)"""
+    """checkpoint `run` plays (None: $ARGUS_PPO_CHECKPOINT, else <checkpoint_dir>/latest);
+    `{env}` and `{seed}` in it name the env id and the episode's seed"""
     budget: int = 16
     """env steps of one played episode, the final submit included"""
     shape: str | None = None
@@ -308,6 +309,10 @@ def resolve_checkpoint(args: Args) -> str:
 def run(env, args: Args, progress=None) -> EpisodeRecord:
     """One episode with the trained policy: greedy masked actions until the policy
     submits or one step of the budget is left, which submits."""
+    if args.checkpoint and "{" in args.checkpoint:   # one policy per env and seed
+        env_id = getattr(getattr(env, "spec", None), "id", None) or args.env_id
+        args = dataclasses.replace(args, checkpoint=args.checkpoint.format(env=env_id,
+                                                                           seed=args.seed))
     policy = load_policy(resolve_checkpoint(args))
     if args.track:
         from agents.tracking import trackable

@@ -95,16 +95,20 @@ def test_plays_as_an_agent_without_masked_actions(trained, tmp_path):
 
 
 def test_argus_bench_plays_a_checkpoint(trained, tmp_path, capsys):
-    """A trained policy joins a suite as `ppo: {checkpoint: PATH}`; its line replays."""
+    """A trained policy joins a suite as `ppo: {checkpoint: PATH}` (here a template naming
+    one policy per env and seed, as the committed leaderboard does); its line replays."""
     ppo, args, path, _, _ = trained
     import yaml
+    (tmp_path / "policies" / "Argus-GEMM-v0").mkdir(parents=True)
+    (tmp_path / "policies" / "Argus-GEMM-v0" / "seed0").symlink_to(path)
+    template = str(tmp_path / "policies" / "{env}" / "seed{seed}")
 
     from argus_env.bench import results as R
     from argus_env.bench.validate import Validator
     from argus_env.cli import main
     suite = {"name": "ppo", "envs": ["Argus-GEMM-v0"], "tracks": ["test"],
              "shapes": {"Argus-GEMM-v0": {"test": ["square-2048"]}}, "seeds": [0],
-             "budget": 4, "measure": "table", "agents": {"ppo": {"checkpoint": path}}}
+             "budget": 4, "measure": "table", "agents": {"ppo": {"checkpoint": template}}}
     (tmp_path / "ppo.yaml").write_text(yaml.safe_dump(suite))
     assert main(["bench", "--config", str(tmp_path / "ppo.yaml"), "--out-dir",
                  str(tmp_path), "--quiet"]) == 0, capsys.readouterr()
@@ -112,7 +116,7 @@ def test_argus_bench_plays_a_checkpoint(trained, tmp_path, capsys):
     assert len(lines) == 1, lines
     line = lines[0]
     assert (line["agent"], line["shape"], line["track"]) == ("ppo", "square-2048", "test"), line
-    assert line["agent_args"]["checkpoint"] == path, line["agent_args"]
+    assert line["agent_args"]["checkpoint"] == template, line["agent_args"]
     assert line["submitted"] and 1 <= line["env_steps"] <= 4, line
     assert line["best_frac_anchor"] > 0, line
     assert Validator().validate(line) == [], "the bench's PPO episode should replay exactly"
