@@ -97,7 +97,7 @@ def test_worker_answers_a_program_it_cannot_build():
     assert Program.from_text(TASK.program("baseline").text)  # the good text still parses
 
 
-@pytest.mark.parametrize("name", ["gemm", "attention"])
+@pytest.mark.parametrize("name", ["gemm", "attention", "moe"])
 def test_every_tasks_table_hit_carries_the_library_figure_of_its_run(name):
     """Each task's table names its library column its own way (GEMM: cuBLAS, attention:
     the best SDPA backend); a hit must carry that figure, as recorded in the same run.
@@ -121,3 +121,18 @@ def test_every_tasks_table_hit_carries_the_library_figure_of_its_run(name):
         assert 0 < m.frac_anchor == pytest.approx(float(row["tflops"]) / library)
         hits += 1
     assert hits >= 3, f"the {name} baseline is recorded at only {hits} shapes"
+
+
+@pytest.mark.parametrize("name", ["gemm", "attention", "moe"])
+def test_every_shape_has_its_library_figure_recorded_on_the_h200(name):
+    """Model mode prices the library from the recorded anchors (cuBLAS, cuDNN, the
+    grouped-GEMM pipeline), not from a fraction of the roofline."""
+    from argus_env.measure.backends import recorded_anchor
+    task = get_task(name)
+    backend = make_backend("model")
+    for case in task.shape_cases():
+        library = recorded_anchor(task, case.sizes)
+        assert library and library > 1, (name, case.name)
+        m = backend.measure(task.bind(task.space.program(task.space.baseline()), case.sizes),
+                            case.sizes, task)
+        assert m.anchor_tflops == library, (case.name, m.anchor_tflops, library)
