@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .report import INVARIANTS, InvariantReport, Violation  # noqa: F401
+from .report import INVARIANTS, CheckUnsupported, InvariantReport, Violation  # noqa: F401
 
 _CACHE: OrderedDict = OrderedDict()
 CACHE_SIZE = 512

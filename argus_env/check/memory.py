@@ -64,11 +64,13 @@ def _mask(ck, m: ir.Expr | None, idx, placed, shape, ortho) -> z3.BoolRef:
                 mv = ck.expr(part)
                 if ortho and v.shape and mv.shape:
                     mv = move_axes(mv, {0: axis}, shape)
-                parts.append(align(mv, shape).val)
+                part = align(mv, shape).val
+                if part is not None and z3.is_bool(part):  # an unknown mask masks nothing
+                    parts.append(part)
             axis += bool(v.shape) and ortho
         return z3.And(*parts) if parts else z3.BoolVal(True)
     v = align(ck.expr(m), shape).val
-    return v if v is not None else z3.BoolVal(True)
+    return v if v is not None and z3.is_bool(v) else z3.BoolVal(True)
 
 
 def _flag(call: ir.Call, name: str) -> bool:
@@ -202,6 +204,9 @@ def assert_tags(ck, call: ir.Call) -> None:
     for name, rel in call.tags:
         if isinstance(rel, ir.Call) and rel.fn == "covers":
             lo, hi = (align(ck.expr(rel.arg(p)), x.shape).val for p in ("lo", "hi"))
+            if not all(b is not None and z3.is_int(b) for b in (lo, hi)):
+                raise NotImplementedError(f"check: the range of `{print_expr(rel)}` is not "
+                                          "an integer range it can follow")
             if name not in x.cov:
                 ck.violate("coverage", "assert_tags", f"`{what}` is not a reduction over "
                            f"{name}", ck.find(anydata, x.shape), x.shape)
@@ -210,6 +215,9 @@ def assert_tags(ck, call: ir.Call) -> None:
                          "assert_tags", x.frag)
             continue
         target = align(ck.expr(rel), x.shape).val
+        if target is None or not z3.is_int(target):
+            raise NotImplementedError(f"check: tag {name}=`{print_expr(rel)}` of A.assert_tags "
+                                      "is not an integer it can follow")
         if name not in x.tags:
             ck.violate("assertion", "assert_tags", f"`{what}` carries no tag {name}",
                        ck.find(anydata, x.shape), x.shape)

@@ -12,6 +12,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from ..dsl.errors import DSLError
+
+
+class CheckUnsupported(DSLError, NotImplementedError):
+    """The program uses a construct the invariant checker has no rule for (a tile index it
+    cannot read as an integer, say): no verdict is possible, so the program is refused
+    like one that does not type-check, with the construct and its line named."""
+
+    kind = "unsupported"
+
+
 #: Invariant classes, in the order of the observation encoding. Names are stable API.
 INVARIANTS = (
     "contraction",   # a dot contracts operand elements whose shared index tags differ

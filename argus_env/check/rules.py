@@ -9,6 +9,7 @@ import z3
 from ..dsl.dtypes import DTYPES
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from .sym import const_value
 from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
 
 FALSE = z3.BoolVal(False)
@@ -109,11 +110,26 @@ def _arith(ck, op: str, a, b):
     if z3.is_bool(a) or z3.is_bool(b):
         a = z3.If(a, 1, 0) if z3.is_bool(a) else a
         b = z3.If(b, 1, 0) if z3.is_bool(b) else b
+    if op in ("&", "|", "^", "<<", ">>"):
+        return _bitwise(op, a, b)
     fns = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
            "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: a < b,
            "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
            "==": lambda: a == b, "!=": lambda: a != b}
     return fns[op]() if op in fns else None
+
+
+def _bitwise(op: str, a, b):
+    """Integer bit operations: folded when both operands are known integers; a shift by a
+    known amount 0..62 is a multiplication or a floor division by a power of two (an
+    arithmetic shift); anything else is an unknown value (None)."""
+    x, y = const_value(a), const_value(b)
+    if x is not None and y is not None and (op not in ("<<", ">>") or 0 <= y <= 62):
+        return z3.IntVal({"&": x & y, "|": x | y, "^": x ^ y, "<<": x << y,
+                          ">>": x >> y}[op])
+    if op in ("<<", ">>") and y is not None and 0 <= y <= 62:
+        return a * (1 << y) if op == "<<" else a / (1 << y)  # z3's `/`: floor for b > 0
+    return None
 
 
 def binop(ck, e: ir.BinOp) -> SV:
@@ -164,11 +180,14 @@ def expand(ck, e: ir.Subscript) -> SV:
 
 # ---------------------------------------------------------------- op calls
 def _program_id(ck, e):
-    return SV((), ck.pids[ck.const(e.arg("axis"))])
+    # an axis the grid does not launch has one program: id 0 (as in Triton)
+    axis = ck.const(e.arg("axis"))
+    return SV((), ck.pids[axis] if axis < len(ck.pids) else z3.IntVal(0))
 
 
 def _num_programs(ck, e):
-    return SV((), z3.IntVal(ck.grid[ck.const(e.arg("axis"))]))
+    axis = ck.const(e.arg("axis"))
+    return SV((), z3.IntVal(ck.grid[axis] if axis < len(ck.grid) else 1))
 
 
 def _num_sms(ck, e):

@@ -22,7 +22,7 @@ from ..dsl.program import Program
 from ..dsl.semantic import Typer
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
-from .report import InvariantReport, Violation
+from .report import CheckUnsupported, InvariantReport, Violation
 from .sym import Var, Vars, const_value, tdiv, tmod
 from .values import AXES, SV, Cov, align, axis_ranges
 
@@ -229,9 +229,16 @@ class Checker:
             if i:
                 self.env, self.frames, self.base, self.writes = dict(params), [], [], []
                 self.grid, self.pids, self.linear, self._pos_cache = [], [], [], {}
-            self._grid(grid)
-            self.block(stmts)
-            check_writes(self)
+            try:
+                self._grid(grid)
+                self.block(stmts)
+                check_writes(self)
+            except NotImplementedError as e:  # a rule met a construct it has no rule for
+                if isinstance(e, CheckUnsupported):
+                    raise
+                what = str(e).removeprefix("check: ")
+                raise CheckUnsupported(f"the invariant checker cannot analyse this program: "
+                                       f"{what}", self._line()) from None
         self.report.milliseconds = (time.perf_counter() - t0) * 1000
         return self.report
 

@@ -78,6 +78,10 @@ def parse_program(text: str, filename: str = "<program>", line_offset: int = 0,
     except SyntaxError as e:
         raise DSLSyntaxError(f"invalid syntax: {e.msg}", (e.lineno or 0) + line_offset,
                              e.offset or 0, filename) from None
+    except UnicodeEncodeError as e:  # a lone surrogate: no source file can hold it
+        line = text.count("\n", 0, e.start) + 1
+        raise DSLSyntaxError(f"text is not valid Unicode ({e.reason} at position {e.start})",
+                             line + line_offset, 0, filename) from None
     except (RecursionError, MemoryError):
         # CPython's own parser gives up on deeply nested expressions this way
         raise DSLLimitError("expressions nest too deeply for Python's parser (the DSL allows "

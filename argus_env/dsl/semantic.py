@@ -382,6 +382,7 @@ class _Checker:
             raise DSLTypeError("the first statement of a kernel must be `A.grid(...)`, the "
                                "launch grid", line)
         self.info = KernelInfo(k, body[0].value)
+        _check_options(k)
         for p in k.params:
             if _is_nan(p.default):
                 raise DSLTypeError(f"parameter `{p.name}`: a NaN default has no DSL spelling "
@@ -507,6 +508,19 @@ class _Checker:
                     if self.info.launch_loads:
                         (self.info.launch_loads if node.fn == "load" else
                          self.info.launch_writes)[-1].add(ref.base.id)
+
+
+def _check_options(kernel: ir.Kernel) -> None:
+    """Launch options Triton accepts: `num_warps` a power of two from 1 to 32 (at most 1024
+    threads a program), `num_stages` a positive integer."""
+    for name, value in kernel.options:
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if name == "num_warps" and not (is_int and 1 <= value <= 32 and value & (value - 1) == 0):
+            raise DSLTypeError(f"kernel option num_warps must be a power of two from 1 to 32, "
+                               f"got {value!r}", kernel.loc.line)
+        if name == "num_stages" and not (is_int and value >= 1):
+            raise DSLTypeError(f"kernel option num_stages must be a positive integer, got "
+                               f"{value!r}", kernel.loc.line)
 
 
 def launches(kernel: ir.Kernel) -> list[tuple[ir.Call, list[ir.Stmt]]]:

@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..check import InvariantReport, check_program
+from ..check import CheckUnsupported, InvariantReport, check_program
 from ..dsl.program import Program
 from ..measure.backends import Backend, Measurement
 from ..measure.features import KernelFeatures, extract
@@ -100,7 +100,8 @@ class Evaluator:
 
     def evaluate(self, program: Program, sizes: dict) -> Evaluation:
         """The evaluation of `program` at `sizes`; raises `EvaluationError` when Argus
-        cannot evaluate it (remembered too, so a retry is as cheap as a hit)."""
+        cannot evaluate it and `CheckUnsupported` when the checker has no rule for one of
+        its constructs (both remembered too, so a retry is as cheap as a hit)."""
         key = (program.hash, tuple(sorted(sizes.items())))
         if key in self._cache:
             self.hits += 1
@@ -110,10 +111,10 @@ class Evaluator:
             self.misses += 1
             try:
                 ev = self._evaluate(program, sizes)
-            except EvaluationError as e:
+            except (EvaluationError, CheckUnsupported) as e:
                 ev = e
             _remember(self._cache, key, ev, self.cache_size)
-        if isinstance(ev, EvaluationError):
+        if isinstance(ev, (EvaluationError, CheckUnsupported)):
             raise ev
         return ev
 
@@ -121,6 +122,8 @@ class Evaluator:
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, self.task)
+        except CheckUnsupported:  # no verdict possible: refused like a program that is
+            raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
             raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0})
