@@ -184,7 +184,9 @@ def test_literal_types_distinguish_params_and_options(prog):
     assert hash(s) == hash(dataclasses.replace(s, loc=ir.Loc(99, 1))), "nor change the hash"
     as_float = with_option(prog.kernel, "num_warps", 4.0)
     assert as_float != prog.kernel, "num_warps=4.0 and num_warps=4 must differ"
-    assert Program(as_float).hash != prog.hash, "structural_hash tells them apart"
+    assert structural_hash(as_float) != structural_hash(prog.kernel), "the hash tells them apart"
+    with pytest.raises(DSLTypeError, match="num_warps must be a power of two"):
+        Program(as_float)                 # and no program launches 4.0 warps
     assert with_option(prog.kernel, "num_warps", 4) == prog.kernel, "the same option is equal"
 
 
