@@ -142,6 +142,8 @@ def binop(ck, e: ir.BinOp) -> SV:
         cov = add_cov(x.cov, y.cov)
     else:
         cov = add_cov(y.cov, {n: t for n, t in x.cov.items() if n not in y.cov})
+    if e.op == "*" and 0 in (x.fval, y.fval):
+        tags, cov = {}, {}   # times a constant zero: no data flows, whatever the tags were
     out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
              x.frag or y.frag, fval=_ffold(e.op, x.fval, y.fval))
     from . import softmax

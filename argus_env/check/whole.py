@@ -455,9 +455,11 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
     if not w.atomic:
         terms = w.value.cov.get(name)
         if not terms:
-            m = ck.solve(w.path + rng + [w.live, w.value.live()])
+            # a constant (no data at all, e.g. `acc * 0.0`) is no reduction either
+            m = ck.solve(w.path + rng + [w.live])
             if m is not None:
-                ck.violate("coverage", "store", f"the value stored to `{w.tensor}` is not "
+                what = "is not" if w.value.tagged else "carries no data, so it is not"
+                ck.violate("coverage", "store", f"the value stored to `{w.tensor}` {what} "
                            f"a reduction over {name}", m, w.shape, scope=w.names)
             return
         exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "store", w.value.frag,
