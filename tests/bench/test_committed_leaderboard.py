@@ -1,0 +1,85 @@
+"""The committed leaderboard (`benchmarks/results/leaderboard/`) is reproduced: episodes
+of every agent on every env are played again from `configs/bench/leaderboard.yaml` and
+must give the committed lines bit for bit, but for timings and version stamps; and the
+leaderboard written from the committed results is the one committed."""
+
+from pathlib import Path
+
+import pytest
+
+from argus_env.bench import load_config
+from argus_env.bench import results as R
+from argus_env.bench.config import Episode
+from argus_env.bench.runner import Runner
+
+ROOT = Path(__file__).resolve().parents[2]
+BOARD = ROOT / "benchmarks" / "results" / "leaderboard"
+RESULTS = BOARD / "leaderboard.jsonl"
+#: fields that differ between identical runs (when, how long) or name the code versions
+#: (compared by what they produce: every other field)
+VOLATILE = set(R.TIMING_FIELDS) | {"versions", "hashes"}
+
+
+def committed() -> list[dict]:
+    return R.read_lines(RESULTS)
+
+
+def replayed(line: dict) -> dict:
+    cfg = load_config("leaderboard")
+    ep = Episode(line["agent"], line["env_id"], line["track"], line["shape"], int(line["seed"]))
+    return Runner(cfg, out_dir=ROOT / "results").play(ep)
+
+
+def same(a: dict, b: dict) -> list[str]:
+    keys = (set(a) | set(b)) - VOLATILE
+    return sorted(k for k in keys if a.get(k) != b.get(k))
+
+
+def test_the_committed_suite_is_complete_and_of_one_setting():
+    cfg = load_config("leaderboard")
+    lines = committed()
+    want = {e.key for e in cfg.episodes()}
+    have = {R.line_key(ln) for ln in lines}
+    assert have == want, (sorted(want - have)[:5], sorted(have - want)[:5])
+    assert len(cfg.seeds) >= 3 and {"random", "greedy", "evolutionary", "ppo", "llm"} <= set(cfg.agents)
+    from argus_env.envs import ENV_IDS
+    assert {ln["env_id"] for ln in lines} == set(ENV_IDS), "every registered env is on the board"
+    assert all(ln["measure"] == "table" and ln["budget"] == cfg.budget for ln in lines)
+
+
+def _first(agent: str, env_id: str | None = None) -> list[dict]:
+    """The first committed episode of `agent` on each env (or on `env_id`)."""
+    seen, out = set(), []
+    for ln in committed():
+        if ln["agent"] == agent and ln["env_id"] not in seen and env_id in (None, ln["env_id"]):
+            seen.add(ln["env_id"])
+            out.append(ln)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["random", "greedy", "evolutionary", "ppo"])
+def test_episodes_of_each_agent_on_each_env_replay_bit_for_bit(agent):
+    lines = _first(agent)
+    assert lines, f"no committed {agent} episodes"
+    for line in lines:
+        again = replayed(line)
+        assert same(line, again) == [], (line["env_id"], line["shape"], same(line, again))
+
+
+@pytest.mark.slow
+def test_an_llm_planner_episode_replays_bit_for_bit():
+    """The planner scores the legal actions with SmolLM2 on the CPU: deterministic, so its
+    episode (transcript included) comes out the same."""
+    line = _first("llm", "Argus-GEMM-v0")[0]
+    again = replayed(line)
+    assert same(line, again) == [], same(line, again)
+
+
+def test_the_committed_board_is_the_one_its_results_give():
+    """`argus leaderboard benchmarks/results/leaderboard/leaderboard.jsonl --out
+    benchmarks/results/leaderboard` wrote the committed Markdown."""
+    from argus_env.bench.leaderboard import build
+    from argus_env.bench.render import markdown
+    text = markdown(build(committed()), [str(RESULTS.relative_to(ROOT))])
+    assert text.strip() == (BOARD / "leaderboard.md").read_text().strip()
