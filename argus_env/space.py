@@ -112,6 +112,11 @@ class TaskSpace:
             return f"{t.field} is already {value!r}"
         return t.requires(config, value, ctx) if t.requires else None
 
+    def legal(self, config, ctx: dict, skip=()) -> list[tuple[str, Any]]:
+        """The transformations legal now (not `undo`/`submit`, nor those named in `skip`)."""
+        return [(n, v) for n, v in self.catalog() if n not in SPECIAL and n not in skip
+                and self.why_illegal(config, n, v, ctx) is None]
+
     def apply(self, config, name: str, value, ctx: dict):
         reason = self.why_illegal(config, name, value, ctx)
         if reason is not None:

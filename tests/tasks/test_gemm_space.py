@@ -27,9 +27,7 @@ def _safe_walk(rng, length: int, sizes: dict):
     """Random legal transformations; split_k is always followed by its combine."""
     config, ctx = BASELINE, {"sizes": sizes}
     for _ in range(length):
-        legal = [(n, v) for n, v in SPACE.catalog() if n not in ("undo", "submit", "combine")
-                 and SPACE.why_illegal(config, n, v, ctx) is None]
-        name, value = rng.choice(legal)
+        name, value = rng.choice(SPACE.legal(config, ctx, skip=("combine",)))
         config = SPACE.apply(config, name, value, ctx)
         if config.split_k > 1 and config.combine is None:
             config = SPACE.apply(config, "combine", "atomic", ctx)

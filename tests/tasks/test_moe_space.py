@@ -34,9 +34,7 @@ def test_safe_transformation_sequences_are_proven(seed):
     ctx = {"sizes": sizes}
     config = BASELINE
     for _ in range(4):
-        legal = [(n, v) for n, v in SPACE.catalog() if n not in ("undo", "submit")
-                 and SPACE.why_illegal(config, n, v, ctx) is None]
-        name, value = rng.choice(legal)
+        name, value = rng.choice(SPACE.legal(config, ctx))
         config = _safe(SPACE.apply(config, name, value, ctx))
     report = check_program(TASK.bind(SPACE.program(config), sizes), sizes, TASK)
     assert report.ok, f"{config.summary()} at {sizes}:\n{report.render()}"
