@@ -162,12 +162,16 @@ def fuzz_env(env_id: str, mode: str, n: int, rng: random.Random, tally: Tally, a
     env.close()
 
 
+def clean(problems: dict) -> bool:
+    """No problem but contained internal errors (counted, worth knowing, not failures)."""
+    return not any(n for k, n in problems.items() if k != "internal-error-contained")
+
+
 def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
     times = sorted(tally.times) or [0.0]
-    serious = {k: v for k, v in tally.problems.items() if k != "internal-error-contained"}
     return {
         "env_id": tally.env_id, "actions": tally.steps, "resets": tally.resets,
-        "ok": not serious, "problems": dict(tally.problems),
+        "ok": clean(tally.problems), "problems": dict(tally.problems),
         "uncaught_exceptions": tally.problems.get("uncaught-exception-step", 0)
         + tally.problems.get("uncaught-exception-reset", 0),
         "hangs": tally.problems.get("hang", 0),
@@ -326,10 +330,9 @@ def merge(shards: list[dict]) -> dict:
             examples[k] = (examples[k] + v)[:EXAMPLES]
     med = [s["step_seconds"]["median"] for s in shards]
     p99 = [s["step_seconds"]["p99"] for s in shards]
-    serious = {k: v for k, v in problems.items() if k != "internal-error-contained"}
     out = {
         "env_id": ids.pop(), "actions": sum(s["actions"] for s in shards),
-        "resets": sum(s["resets"] for s in shards), "ok": not serious, "problems": problems,
+        "resets": sum(s["resets"] for s in shards), "ok": clean(problems), "problems": problems,
         **{k: sum(s[k] for s in shards) for k in ("uncaught_exceptions", "hangs",
                                                    "errors_without_message",
                                                    "internal_errors_contained")},
