@@ -293,7 +293,7 @@ def run_jobs(args, argv: list[str]) -> int:
         procs.append((env_id, args.out / f"fuzz_{env_id}.shard{i}.json",
                       subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                        env={**os.environ, "ARGUS_CACHE_DIR":
-                                            str(Path("/tmp") / f"argus-fuzz-shard{i}")})))
+                                            str(Path("/tmp") / f"argus-fuzz-{env_id}-{seed}-shard{i}")})))
     codes = [p.wait() for _, _, p in procs]
     failed = False
     for env_id in envs:

@@ -92,6 +92,7 @@ def axioms(ck, constraints) -> list:
     f = fns(ck)
     names = {f.sid.name(): "sid", f.bexp.name(): "bexp", f.tid.name(): "tid",
              f.inv.name(): "inv"}
+    memo = ck.__dict__.setdefault("_routing_inst", {})  # term id -> (term, instance)
     out, seen, todo = [], set(), list(constraints)
     for _ in range(3):
         terms = _apps(ck, todo, names)
@@ -100,7 +101,9 @@ def axioms(ck, constraints) -> list:
             if t.get_id() in seen:
                 continue
             seen.add(t.get_id())
-            inst = _instance(r, f, kind, t)
+            if t.get_id() not in memo:  # the term is kept, so its id is not reused
+                memo[t.get_id()] = (t, _instance(r, f, kind, t))
+            inst = memo[t.get_id()][1]
             out.append(inst)
             todo.append(inst)
         if not todo:
