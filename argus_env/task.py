@@ -89,6 +89,13 @@ class Task:
         if extra:
             raise TaskInterfaceError(f"{self.name}: unexpected tensor parameter `{extra[0]}`; "
                                      f"the task passes {', '.join(self.signature)}")
+        # a workspace may take any shape, but only in the sizes the task gives
+        known = {d for dims, _ in self.signature.values() for d in dims}
+        unknown = [s for s in program.kernel.sizes if s not in known]
+        if unknown:
+            raise TaskInterfaceError(f"{self.name}: the program names a problem size "
+                                     f"`{unknown[0]}` the task does not give; its sizes are "
+                                     f"{', '.join(sorted(known))}")
 
     def store_coverage_for(self, consts: dict) -> dict:
         """The required store coverage for a program with these constants (a causal

@@ -65,6 +65,7 @@ class Tally:
         self.examples: dict[str, list] = collections.defaultdict(list)
         self.categories: dict[str, int] = collections.Counter()
         self.outcomes: dict[str, int] = collections.Counter()
+        self.failures: dict[str, int] = collections.Counter()  # why programs failed
         self.times: list[float] = []
         self.slowest: list[tuple[float, str]] = []
 
@@ -96,7 +97,8 @@ def fuzz_env(env_id: str, mode: str, n: int, rng: random.Random, tally: Tally, a
 
     import fuzz_actions as fz
     env = gym.make(env_id, mode=mode, correctness=args.correctness,
-                   correctness_timeout=args.correctness_timeout)
+                   correctness_timeout=args.correctness_timeout,
+                   step_timeout=args.step_timeout)
     core = env.unwrapped
     need_reset = True
     done = 0
@@ -138,6 +140,8 @@ def fuzz_env(env_id: str, mode: str, n: int, rng: random.Random, tally: Tally, a
         tally.categories[fuzzed.category.split("-hostile-")[0]] += 1
         kind = outcome(info)
         tally.outcomes[kind] += 1
+        if info.get("failure"):
+            tally.failures[f"{info['failure']}: {str(info.get('failure_message'))[:160]}"] += 1
         if dt > args.step_bound:
             tally.problem("hang", what, f"{dt:.1f} s")
         if info.get("internal_error"):
@@ -179,6 +183,7 @@ def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
         + tally.problems.get("bad-action-without-error", 0),
         "internal_errors_contained": tally.problems.get("internal-error-contained", 0),
         "categories": dict(tally.categories), "outcomes": dict(tally.outcomes),
+        "failure_reasons": dict(collections.Counter(tally.failures).most_common(20)),
         "step_seconds": {"median": statistics.median(times), "p99": times[int(0.99 * (len(times) - 1))],
                          "max": times[-1], "total": sum(times)},
         "slowest": [{"seconds": s, "action": a} for s, a in tally.slowest],
@@ -187,6 +192,7 @@ def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
                      "seed": args.seed, "modes": args.modes,
                      "correctness": args.correctness,
                      "correctness_timeout_s": args.correctness_timeout,
+                     "step_timeout_s": args.step_timeout,
                      "step_bound_s": args.step_bound},
         "wall_seconds": time.time() - started,
         "provenance": provenance,
@@ -218,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--correctness", default="interpreter", choices=["interpreter", "none"])
     ap.add_argument("--correctness-timeout", type=float, default=20.0,
                     help="the env's correctness budget per program (its default: 20 s)")
+    ap.add_argument("--step-timeout", type=float, default=25.0,
+                    help="the env's time budget per step (its default: 25 s)")
     ap.add_argument("--step-bound", type=float, default=30.0, help="a slower step is a hang")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--minutes", type=float, default=None,
@@ -324,6 +332,12 @@ def merge(shards: list[dict]) -> dict:
             total.update(s[key])
         return dict(total)
     problems = add("problems")
+
+    def add_opt(key):  # a key older shards may lack
+        total = collections.Counter()
+        for s in shards:
+            total.update(s.get(key, {}))
+        return total
     examples = collections.defaultdict(list)
     for s in shards:
         for k, v in s["examples"].items():
@@ -337,6 +351,7 @@ def merge(shards: list[dict]) -> dict:
                                                    "errors_without_message",
                                                    "internal_errors_contained")},
         "categories": add("categories"), "outcomes": add("outcomes"),
+        "failure_reasons": dict(collections.Counter(add_opt("failure_reasons")).most_common(20)),
         "step_seconds": {"median_range": [min(med), max(med)], "p99_range": [min(p99), max(p99)],
                          "max": max(s["step_seconds"]["max"] for s in shards),
                          "total": sum(s["step_seconds"]["total"] for s in shards)},

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .report import INVARIANTS, CheckUnsupported, InvariantReport, Violation  # noqa: F401
+from .report import (INVARIANTS, CheckTimeout, CheckUnsupported, InvariantReport,  # noqa: F401
+                     Violation)
 
 _CACHE: OrderedDict = OrderedDict()
 CACHE_SIZE = 512
 
 
 def check_program(program, sizes: dict, task=None, method: str = "symbolic",
-                  **options) -> InvariantReport:
-    """The invariant report of `program` at problem `sizes`, cached by program hash."""
+                  deadline: float | None = None, **options) -> InvariantReport:
+    """The invariant report of `program` at problem `sizes`, cached by program hash.
+    `deadline` (a `time.monotonic()` instant, symbolic method only) bounds the check: past
+    it `CheckTimeout` is raised and nothing is cached."""
     key = (program.hash, tuple(sorted(sizes.items())), getattr(task, "name", None), method,
            tuple(sorted(options.items())))
     if key in _CACHE:
@@ -29,7 +32,7 @@ def check_program(program, sizes: dict, task=None, method: str = "symbolic",
         return _CACHE[key]
     if method == "symbolic":
         from .symbolic import check
-        report = check(program, sizes, task, **options)
+        report = check(program, sizes, task, deadline=deadline, **options)
     elif method == "concrete":
         from .concrete import check_concrete
         report = check_concrete(program, sizes, task, **options)

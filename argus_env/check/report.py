@@ -23,6 +23,13 @@ class CheckUnsupported(DSLError, NotImplementedError):
     kind = "unsupported"
 
 
+class CheckTimeout(CheckUnsupported):
+    """The checker did not reach a verdict within the time it was given (an environment
+    step's budget): the program is refused, not judged, and checked again if resent."""
+
+    kind = "check timeout"
+
+
 #: Invariant classes, in the order of the observation encoding. Names are stable API.
 INVARIANTS = (
     "contraction",   # a dot contracts operand elements whose shared index tags differ

@@ -22,7 +22,7 @@ from ..dsl.program import Program
 from ..dsl.semantic import Typer
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
-from .report import CheckUnsupported, InvariantReport, Violation
+from .report import CheckTimeout, CheckUnsupported, InvariantReport, Violation
 from .sym import Var, Vars, const_value, tdiv, tmod
 from .values import AXES, SV, Cov, align, axis_ranges
 
@@ -64,7 +64,8 @@ class Checker:
     """One symbolic execution of one program at one problem size."""
 
     def __init__(self, program: Program, sizes: dict[str, int], task=None,
-                 num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000):
+                 num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000,
+                 deadline: float | None = None):
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -77,6 +78,7 @@ class Checker:
         self.task = task
         self.num_sms = num_sms
         self.timeout_ms = timeout_ms
+        self.deadline = deadline  # time.monotonic() past which the check gives up
         self.typer = Typer(self.kernel)
         self.vars = Vars()
         for ax in AXES:
@@ -101,9 +103,22 @@ class Checker:
     def path(self) -> list[z3.BoolRef]:
         return self.base + [c for f in self.frames for c in f.cons]
 
+    def query_timeout_ms(self) -> int:
+        """The solver's budget for one query: `timeout_ms`, less if the deadline is near;
+        raises `CheckTimeout` once the deadline has passed."""
+        if self.deadline is None:
+            return self.timeout_ms
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CheckTimeout(f"the invariant checker did not reach a verdict within the "
+                               f"step's time budget ({self.report.queries} solver queries "
+                               f"made): the program is refused, not judged; a simpler "
+                               f"program checks faster", self._line())
+        return max(1, min(self.timeout_ms, int(left * 1000)))
+
     def solve(self, constraints) -> z3.ModelRef | None:
         s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
+        s.set("timeout", self.query_timeout_ms())
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear else frozenset()
         s.add(*constraints, *self._links(self._qnames))
@@ -257,6 +272,8 @@ class Checker:
     def block(self, stmts) -> None:
         for s in stmts:
             self.stmt = s
+            if self.deadline is not None:
+                self.query_timeout_ms()  # raises past the deadline
             self.statement(s)
 
     def statement(self, s: ir.Stmt) -> None:

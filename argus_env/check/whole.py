@@ -328,7 +328,7 @@ def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
         cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
                      else z3.And(*body))
     s = z3.Solver()
-    s.set("timeout", ck.timeout_ms)
+    s.set("timeout", ck.query_timeout_ms())
     s.add(*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases)))
     ck.report.queries += 1
     r = s.check()

@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..check import CheckUnsupported, InvariantReport, check_program
+from ..check import CheckTimeout, CheckUnsupported, InvariantReport, check_program
 from ..dsl.program import Program
 from ..measure.backends import Backend, Measurement
 from ..measure.features import KernelFeatures, extract
@@ -98,10 +98,15 @@ class Evaluator:
         if own is not None and hasattr(own, "stop"):
             own.stop()
 
-    def evaluate(self, program: Program, sizes: dict) -> Evaluation:
+    def evaluate(self, program: Program, sizes: dict, budget: float | None = None) -> Evaluation:
         """The evaluation of `program` at `sizes`; raises `EvaluationError` when Argus
         cannot evaluate it and `CheckUnsupported` when the checker has no rule for one of
-        its constructs (both remembered too, so a retry is as cheap as a hit)."""
+        its constructs (both remembered too, so a retry is as cheap as a hit).
+
+        `budget` (seconds) bounds checking and numerics together, worker (re)start
+        included: a check still running at the end raises `CheckTimeout` (not remembered:
+        a resent program is checked again), numerics still running are a `timeout`
+        failure (within `correctness_timeout` as well)."""
         key = (program.hash, tuple(sorted(sizes.items())))
         if key in self._cache:
             self.hits += 1
@@ -109,19 +114,23 @@ class Evaluator:
             ev = self._cache[key]
         else:
             self.misses += 1
+            deadline = None if budget is None else time.monotonic() + budget
             try:
-                ev = self._evaluate(program, sizes)
+                ev = self._evaluate(program, sizes, deadline)
+            except CheckTimeout:
+                raise
             except (EvaluationError, CheckUnsupported) as e:
                 ev = e
-            _remember(self._cache, key, ev, self.cache_size)
+            if not (isinstance(ev, Evaluation) and (ev.correctness or {}).get("budget") == "step"):
+                _remember(self._cache, key, ev, self.cache_size)
         if isinstance(ev, (EvaluationError, CheckUnsupported)):
             raise ev
         return ev
 
-    def _evaluate(self, program: Program, sizes: dict) -> Evaluation:
+    def _evaluate(self, program: Program, sizes: dict, deadline: float | None = None) -> Evaluation:
         t0 = time.perf_counter()
         try:
-            report = check_program(program, sizes, self.task)
+            report = check_program(program, sizes, self.task, deadline=deadline)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
@@ -135,7 +144,7 @@ class Evaluator:
             return ev
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
-            answer = self._correct(program, sizes)
+            answer = self._correct(program, sizes, deadline)
             ev.correctness = answer
             ev.timings["correctness"] = time.perf_counter() - t1
             if not answer.get("ok"):
@@ -158,7 +167,8 @@ class Evaluator:
                 f"non-finite measurement {ev.measurement.ms} ms, {ev.measurement.tflops} TFLOP/s"))
         return ev
 
-    def _correct(self, program: Program, sizes: dict | None = None) -> dict:
+    def _correct(self, program: Program, sizes: dict | None = None,
+                 step_deadline: float | None = None) -> dict:
         """Numerical checks at the reduced shapes, in the worker (cached by program): the
         first failure, or the last success with every shape checked. A task whose
         programs carry problem constants (attention's causal flag, GQA group, head dim)
@@ -170,14 +180,17 @@ class Evaluator:
         if key in self._correct_cache:
             self._correct_cache.move_to_end(key)
             return self._correct_cache[key]
-        self.worker.ensure_started()  # a (re)start is not the program's time
+        self.worker.ensure_started()  # a (re)start is not the program's time, but the step's
         deadline = time.monotonic() + self.correctness_timeout
+        budget = f"{self.correctness_timeout:g} s correctness budget"
+        if step_deadline is not None and step_deadline < deadline:
+            deadline, budget = step_deadline, "step's time budget"
         answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
         for i, sizes in enumerate(shapes):
             left = deadline - time.monotonic()
             if left <= 0:
                 answer = {"status": "timeout", "ok": False, "message": "correctness checks "
-                          f"took more than {self.correctness_timeout:g} s"}
+                          f"did not finish within the {budget}"}
                 break
             answer = self.worker.run(self.task.bind(program, sizes).text, self.task.name, sizes,
                                      seed=_seed(program, i), timeout=left)
@@ -186,12 +199,14 @@ class Evaluator:
                 shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
                 answer["message"] = f"at {shape}: {answer.get('message', '')}"
                 if answer.get("status") == "timeout":
-                    answer["message"] = (f"the kernel did not finish within the "
-                                         f"{self.correctness_timeout:g} s correctness budget "
+                    answer["message"] = (f"the kernel did not finish within the {budget} "
                                          f"(at sizes {dict(sizes)})")
                 break
         answer["shapes_checked"] = i + 1 if shapes else 0
-        _remember(self._correct_cache, key, answer, self.cache_size)
+        if answer.get("status") == "timeout" and budget.startswith("step"):
+            answer["budget"] = "step"  # cut short by the step: not remembered, tried again
+        else:
+            _remember(self._correct_cache, key, answer, self.cache_size)
         return answer
 
 

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..check.report import INVARIANTS
+from ..check.report import INVARIANTS, CheckTimeout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
 from ..lower import source as triton_source
@@ -90,7 +90,10 @@ class KernelEnv(gym.Env):
     checker is trusted, a kernel writing zeros included; for checker-only experiments),
     `correctness_timeout` (seconds for a
     program's numerical checks, all shapes together; past it the step is scored as a
-    timeout), `check_shapes` (how many reduced shapes the numerics are checked at, or a
+    timeout), `step_timeout` (seconds for a step's checking and numerics together, worker
+    restarts included; a check still running at its end is refused with a message and
+    the invalid-action penalty, numerics still running are scored as a timeout; None: no
+    bound), `check_shapes` (how many reduced shapes the numerics are checked at, or a
     list of size mappings). Also accepted as one `env_config` mapping, as RLlib passes them.
 
     ## Errors
@@ -117,15 +120,23 @@ class KernelEnv(gym.Env):
                  hardware: str = "h200", reward="default", split: str = "train",
                  correctness: str = "interpreter", render_mode: str | None = None,
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
-                 correctness_timeout: float = 20.0, check_shapes: int | list = 2):
+                 correctness_timeout: float = 20.0, check_shapes: int | list = 2,
+                 step_timeout: float | None = 25.0):
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
                                            correctness=correctness, render_mode=render_mode,
                                            evaluator=evaluator,
                                            correctness_timeout=correctness_timeout,
-                                           check_shapes=check_shapes),
+                                           check_shapes=check_shapes,
+                                           step_timeout=step_timeout),
                                     **dict(env_config)})
+        if step_timeout is not None and not (isinstance(step_timeout, (int, float))
+                                             and not isinstance(step_timeout, bool)
+                                             and 0 < step_timeout < math.inf):
+            raise ValueError(f"step_timeout must be a positive number of seconds or None, "
+                             f"got {step_timeout!r}")
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
         if mode not in ("discrete", "text"):
             raise ValueError(f"mode must be 'discrete' or 'text', got {mode!r}")
         if render_mode not in (None, "ansi"):
@@ -221,9 +232,9 @@ class KernelEnv(gym.Env):
             return ShapeCase("custom", {d: int(shape[d]) for d in dims}, "custom")
         raise ValueError(f"shape must be a name or a mapping of sizes, got {type(shape).__name__}")
 
-    def _state(self, config, program: Program) -> State:
+    def _state(self, config, program: Program, budget: float | None = None) -> State:
         program = self.task.bind(program, self.sizes)  # the problem's constants, not a choice
-        return State(config, program, self.evaluator.evaluate(program, self.sizes))
+        return State(config, program, self.evaluator.evaluate(program, self.sizes, budget))
 
     def _frac(self, ev: Evaluation) -> float:
         return ev.measurement.frac_anchor if ev.measured else 0.0
@@ -250,10 +261,11 @@ class KernelEnv(gym.Env):
                 config, program = None, act.program
                 self.task.check_program(program)
             if act.kind in ("transform", "program"):
-                state = self._state(config, program)
+                state = self._state(config, program, self.step_timeout)
         except (TransformError, DSLError, TaskInterfaceError) as e:
             kind = "masked" if isinstance(e, TransformError) and "illegal" in str(e) else \
-                ("transform" if isinstance(e, TransformError) else "parse")
+                ("transform" if isinstance(e, TransformError) else
+                 "timeout" if isinstance(e, CheckTimeout) else "parse")
             return self._refuse(action, kind, str(e) or type(e).__name__)
         except EvaluationError as e:
             log.warning("refused a step: %s", e)

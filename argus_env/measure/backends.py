@@ -99,8 +99,11 @@ class ModelBackend(Backend):
         f = features or extract(program, sizes, task, num_sms=self.profile.sms)
         if getattr(task, "cost_model", None) is not None:  # a task with a model of its own
             own = task.cost_model(program, sizes, self.profile)
-            return Measurement("model", True, own["ms"], own["tflops"], self.anchor(task, sizes, f),
-                               self.roofline(f), details={"bound": own.get("bound"),
+            ok = own.get("bound") != "illegal" and math.isfinite(own["ms"]) and own["ms"] > 0
+            error = "" if ok else ("; ".join(own.get("reasons") or ()) or
+                                   "the cost model finds this configuration cannot run here")
+            return Measurement("model", ok, own["ms"], own["tflops"], self.anchor(task, sizes, f),
+                               self.roofline(f), error, details={"bound": own.get("bound"),
                                                           "profile": self.profile.name,
                                                           "config": str(own.get("features"))})
         est = estimate(f, self.profile)

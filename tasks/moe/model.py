@@ -112,7 +112,8 @@ def estimate(program: Program, sizes: dict, profile, params: Params | None = Non
     up = gemm_estimate(_gemm(c, rows, f, d, active, 2, sms, False), profile)
     down = gemm_estimate(_gemm(c, rows, d, f, active, 1, sms, c.atomic), profile)
     if not (up.legal and down.legal):
-        return {"ms": math.inf, "tflops": 0.0, "bound": "illegal", "features": c}
+        return {"ms": math.inf, "tflops": 0.0, "bound": "illegal", "features": c,
+                "reasons": list(dict.fromkeys(up.reasons + down.reasons))}
     ms = up.ms * (p.gather_penalty if c.fused_gather else 1.0) + down.ms
     if c.atomic:
         ms += p.atomic_penalty * 2.0 * t * k * d / (profile.dram_tbps * 1e9)

@@ -51,6 +51,61 @@ def test_a_program_that_runs_too_long_is_a_timeout_and_the_env_continues():
         env.close()
 
 
+def test_the_step_budget_bounds_checking_and_numerics_together():
+    """A step whose check and numerics together would outlast `step_timeout` ends within
+    it: numerics cut short are a timeout naming the step's budget (not remembered, so
+    the same program is judged in full when the step has time), and a check cut short
+    is refused with a message and a penalty, the state kept."""
+    env = gym.make("Argus-GEMM-v0", mode="text", correctness_timeout=60.0, step_timeout=4.0)
+    try:
+        env.reset(seed=0, options={"shape": "ragged-1000"})
+        core = env.unwrapped
+        base = core.task.program("baseline").text
+        env.step(base)  # start the worker outside the timed steps
+        slow = _insert_in_body(base, LONG_LOOP)
+        t0 = time.perf_counter()
+        _, reward, _, _, info = env.step(slow)
+        dt = time.perf_counter() - t0
+        assert info["failure"] == "timeout", (info["failure"], info["failure_message"])
+        assert "step's time budget" in info["failure_message"], info["failure_message"]
+        assert reward < 0 and dt < 4.0 + 10.0, (reward, dt)
+        assert core.evaluator._cache.get((core.state.program.hash,
+                                          tuple(sorted(core.sizes.items())))) is None
+        # the checker itself: a budget that is spent before it starts refuses the program
+        core.step_timeout = 1e-9
+        before = core.state.program.hash
+        other = base.replace("BM: A.const = 64", "BM: A.const = 32")
+        _, reward, _, _, info = env.step(other)
+        assert info["error"] and "did not reach a verdict within the step's time budget" \
+            in info["error"], info["error"]
+        assert reward < 0 and core.state.program.hash == before
+        # with time, the same program is checked (the refusal was not remembered)
+        core.step_timeout = 60.0
+        _, reward, _, _, info = env.step(other)
+        assert info["error"] is None and info["report"]["ok"], info["error"]
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), "10", True])
+def test_step_timeout_must_be_a_positive_number(bad):
+    with pytest.raises(ValueError, match="step_timeout"):
+        gym.make("Argus-GEMM-v0", step_timeout=bad)
+
+
+def test_a_check_past_its_deadline_raises_and_caches_nothing():
+    from argus_env.check import CheckTimeout, check_program
+    from argus_env.task import get_task
+    task = get_task("moe")
+    sizes = dict(task.shape_cases("train")[0].sizes)
+    program = task.bind(task.program("expert"), sizes)
+    with pytest.raises(CheckTimeout, match="time budget") as e:
+        check_program(program, sizes, task, deadline=time.monotonic() - 1)
+    assert e.value.line > 0, "the refusal names where the checker stopped"
+    report = check_program(program, sizes, task, deadline=time.monotonic() + 600)
+    assert report.ok and report.queries > 0, report.violations
+
+
 def test_correctness_timeout_is_configurable_through_env_config():
     from argus_env.envs import env_creator
     env = env_creator({"mode": "text", "correctness_timeout": 7.5, "check_shapes": 2})

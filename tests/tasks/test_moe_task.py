@@ -97,3 +97,35 @@ def test_a_wrong_program_fails_the_oracle():
     program = TASK.bind(Program.from_text(text), sizes)
     verdict = oracle.check(program, TASK, sizes, lower.load(program, interpret=True), seed=5)
     assert not verdict.ok
+
+
+def test_the_model_backend_answers_a_configuration_that_cannot_run_as_not_measured():
+    """Tiles whose pipeline outgrows shared memory: the task's cost model finds them
+    illegal, and the backend says so (not an infinite time that the evaluator would treat
+    as an internal error)."""
+    import dataclasses
+
+    from argus_env.measure.backends import ModelBackend
+    task = get_task("moe")
+    space = task.space
+    cfg = dataclasses.replace(space.baseline(), block_m=256, block_n=256, block_k=256, stages=6)
+    sizes = dict(task.shape_cases("train")[0].sizes)
+    program = task.bind(space.program(cfg), sizes)
+    m = ModelBackend().measure(program, sizes, task)
+    assert not m.ok and "shared memory" in m.error, (m.ok, m.error)
+    ok = ModelBackend().measure(task.bind(space.program(space.baseline()), sizes), sizes, task)
+    assert ok.ok and ok.error == "" and 0 < ok.ms < float("inf"), ok
+
+
+def test_a_workspace_in_a_size_the_task_does_not_give_is_refused_by_the_signature():
+    """Workspaces are the program's own, but their dims must be sizes the task gives (a
+    mutated `"P"` once reached the checker as an internal error)."""
+    from argus_env.dsl.program import Program
+    from argus_env.task import TaskInterfaceError
+    parse = Program.from_text
+    text = TASK.program("baseline").text
+    assert 'xs: A.Tensor[A.bf16, "P", "D"]' in text
+    bad = parse(text.replace('xs: A.Tensor[A.bf16, "P", "D"]', 'xs: A.Tensor[A.bf16, "b", "D"]'))
+    with pytest.raises(TaskInterfaceError, match="problem size `b`"):
+        TASK.check_program(bad)
+    TASK.check_program(parse(text))  # the original passes
