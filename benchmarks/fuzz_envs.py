@@ -15,8 +15,9 @@ start. It counts what must never happen:
 
 It also counts what is contained but worth knowing: refusals marked `internal_error`
 (an Argus bug on some input, answered as an invalid action), correctness timeouts and
-worker restarts. Results go to `benchmarks/results/fuzz_<env>.json` with provenance,
-rewritten every minute so an interrupted run keeps what it found.
+worker restarts. Results go to `benchmarks/results/fuzz/fuzz_<env>.json` (or `--out`) with
+provenance, rewritten every minute so an interrupted run keeps what it found;
+`fuzz_totals.py` adds runs up (the committed ones: `benchmarks/results/fuzz/<run>/`).
 
     python benchmarks/fuzz_envs.py                        # 100,000 actions per env
     python benchmarks/fuzz_envs.py --actions 20000 --seed 1
@@ -227,7 +228,7 @@ def main(argv=None) -> int:
     ap.add_argument("--step-timeout", type=float, default=25.0,
                     help="the env's time budget per step (its default: 25 s)")
     ap.add_argument("--step-bound", type=float, default=30.0, help="a slower step is a hang")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fuzz")
     ap.add_argument("--minutes", type=float, default=None,
                     help="wall-time bound per env id (split over the modes)")
     ap.add_argument("--jobs", type=int, default=1, help="processes, spread over the env ids")
