@@ -97,6 +97,13 @@ class Task:
                                      f"`{unknown[0]}` the task does not give; its sizes are "
                                      f"{', '.join(sorted(known))}")
 
+    #: sizes that are switches or levels (attention's CAUSAL, MoE's SKEW): 0 is allowed
+    flags: tuple[str, ...] = ()
+
+    def check_sizes(self, sizes: Sizes) -> None:
+        """Raise `ValueError` for a custom shape the task cannot take (beyond each size
+        being a positive 32-bit integer, which the environment checks). By default any."""
+
     def store_coverage_for(self, consts: dict) -> dict:
         """The required store coverage for a program with these constants (a causal
         attention row covers fewer keys): by default `store_coverage`. Bounds are DSL-like

@@ -224,12 +224,17 @@ class KernelEnv(gym.Env):
             raise ValueError(f"unknown shape {shape[:60]!r}{hint} (known: {', '.join(names)})")
         if isinstance(shape, Mapping):
             dims = list(self.task.shapes[0].sizes)
+            flags = tuple(getattr(self.task, "flags", ()))  # switches and levels: 0 allowed
             if set(shape) != set(dims) or not all(
                     isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-                    and 0 < v <= MAX_SIZE for v in shape.values()):
+                    and (0 <= v if d in flags else 0 < v) and v <= MAX_SIZE
+                    for d, v in shape.items()):
+                zero = f" ({', '.join(flags)} from 0)" if flags else ""
                 raise ValueError(f"shape needs exactly the sizes {dims}, each an integer in "
-                                 f"[1, {MAX_SIZE}]; got {_short(shape)}")
-            return ShapeCase("custom", {d: int(shape[d]) for d in dims}, "custom")
+                                 f"[1, {MAX_SIZE}]{zero}; got {_short(shape)}")
+            sizes = {d: int(shape[d]) for d in dims}
+            self.task.check_sizes(sizes)  # ValueError: a shape this task cannot take
+            return ShapeCase("custom", sizes, "custom")
         raise ValueError(f"shape must be a name or a mapping of sizes, got {type(shape).__name__}")
 
     def _state(self, config, program: Program, budget: float | None = None) -> State:

@@ -51,6 +51,7 @@ class AttentionTask(Task):
     signature = {"q": (("B", "H", "SQ", "D"), "bf16"), "k": (("B", "KVH", "SK", "D"), "bf16"),
                  "v": (("B", "KVH", "SK", "D"), "bf16"), "o": (("B", "H", "SQ", "D"), "bf16")}
     anchor_dims = ("B", "H", "KVH", "SQ", "D", "CAUSAL")
+    flags = ("CAUSAL",)
     anchors_file = HERE / "anchors_h200.json"
     #: problem constants a program receives from the shape (not tensor dims)
     problem_consts = ("CAUSAL", "GROUP", "HEAD_DIM", "SCALE")

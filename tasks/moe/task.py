@@ -86,6 +86,20 @@ class MoETask(Task):
     problem_consts = ("KP",)
 
     # ------------------------------------------------------------ sizes and constants
+    #: router logits the routing step may draw (T x E floats; the largest listed shape
+    #: draws 2**21)
+    MAX_ROUTER_LOGITS = 2**26
+    flags = ("SKEW",)
+
+    def check_sizes(self, sizes: Sizes) -> None:
+        if sizes["TOPK"] > sizes["E"]:
+            raise ValueError(f"moe: TOPK={sizes['TOPK']} experts per token, but only "
+                             f"E={sizes['E']} experts")
+        if sizes["T"] * sizes["E"] > self.MAX_ROUTER_LOGITS:
+            raise ValueError(f"moe: the routing step would draw T x E = "
+                             f"{sizes['T'] * sizes['E']:,} router logits; at most "
+                             f"{self.MAX_ROUTER_LOGITS:,} (2**26)")
+
     def program_sizes(self, program: Program, sizes: Sizes) -> dict:
         """The shape's sizes plus the routing step's: P sorted rows padded to the program's
         block size BM, in NB blocks."""

@@ -43,3 +43,42 @@ def test_text_mode_takes_a_call_and_a_whole_program():
     text = get_task("moe").program("expert").text
     obs, _, _, _, info = env.step(text)
     assert info["report"]["ok"], info["report_text"]
+
+
+@pytest.mark.parametrize("shape, why", [
+    ({"T": 2**20, "D": 64, "F": 64, "E": 2**15, "TOPK": 2, "SKEW": 0}, "router logits"),
+    ({"T": 16, "D": 64, "F": 64, "E": 4, "TOPK": 8, "SKEW": 0}, "TOPK=8"),
+])
+def test_a_custom_shape_the_routing_step_cannot_take_is_refused_at_reset(shape, why):
+    """T x E router logits beyond 2**26 (137 GB once reached the cost model's routing as an
+    allocation failure) and more experts per token than experts: a ValueError at reset,
+    the env keeps its shape and works on."""
+    env = gym.make("Argus-MoE-v0", correctness="none")
+    try:
+        env.reset(seed=0)
+        before = dict(env.unwrapped.sizes)
+        with pytest.raises(ValueError, match=why):
+            env.reset(seed=1, options={"shape": shape})
+        assert env.unwrapped.sizes == before
+        ok = {**shape, "T": 16, "E": 8, "TOPK": 2}
+        env.reset(seed=2, options={"shape": ok})
+        assert env.unwrapped.sizes == ok
+    finally:
+        env.close()
+
+
+def test_custom_shapes_may_switch_a_flag_off():
+    """Flags (attention's CAUSAL, MoE's SKEW) may be 0 in a custom shape; other sizes not."""
+    for env_id, shape, flag in [
+            ("Argus-Attention-v0", {"B": 1, "H": 2, "KVH": 2, "SQ": 128, "SK": 128, "D": 64,
+                                    "CAUSAL": 0}, "CAUSAL"),
+            ("Argus-MoE-v0", {"T": 16, "D": 64, "F": 64, "E": 8, "TOPK": 2, "SKEW": 0}, "SKEW")]:
+        env = gym.make(env_id, correctness="none")
+        try:
+            env.reset(seed=0, options={"shape": shape})
+            assert env.unwrapped.sizes == shape
+            other = next(d for d in shape if d != flag)
+            with pytest.raises(ValueError, match=f"{flag} from 0"):
+                env.reset(seed=0, options={"shape": {**shape, other: 0}})
+        finally:
+            env.close()
