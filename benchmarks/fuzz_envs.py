@@ -66,7 +66,7 @@ class Tally:
         self.examples: dict[str, list] = collections.defaultdict(list)
         self.categories: dict[str, int] = collections.Counter()
         self.outcomes: dict[str, int] = collections.Counter()
-        self.failures: dict[str, int] = collections.Counter()  # why programs failed
+        self.failures: collections.Counter = collections.Counter()  # why programs failed
         self.times: list[float] = []
         self.slowest: list[tuple[float, str]] = []
 
@@ -184,7 +184,7 @@ def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
         + tally.problems.get("bad-action-without-error", 0),
         "internal_errors_contained": tally.problems.get("internal-error-contained", 0),
         "categories": dict(tally.categories), "outcomes": dict(tally.outcomes),
-        "failure_reasons": dict(collections.Counter(tally.failures).most_common(20)),
+        "failure_reasons": dict(tally.failures.most_common(20)),
         "step_seconds": {"median": statistics.median(times), "p99": times[int(0.99 * (len(times) - 1))],
                          "max": times[-1], "total": sum(times)},
         "slowest": [{"seconds": s, "action": a} for s, a in tally.slowest],
@@ -327,18 +327,12 @@ def merge(shards: list[dict]) -> dict:
     if len(ids) != 1:
         raise SystemExit(f"shards of different env ids: {sorted(ids)}")
 
-    def add(key):
+    def add(key, optional=False):  # an optional key: one older shards may lack
         total = collections.Counter()
         for s in shards:
-            total.update(s[key])
-        return dict(total)
-    problems = add("problems")
-
-    def add_opt(key):  # a key older shards may lack
-        total = collections.Counter()
-        for s in shards:
-            total.update(s.get(key, {}))
+            total.update(s.get(key, {}) if optional else s[key])
         return total
+    problems = dict(add("problems"))
     examples = collections.defaultdict(list)
     for s in shards:
         for k, v in s["examples"].items():
@@ -351,8 +345,8 @@ def merge(shards: list[dict]) -> dict:
         **{k: sum(s[k] for s in shards) for k in ("uncaught_exceptions", "hangs",
                                                    "errors_without_message",
                                                    "internal_errors_contained")},
-        "categories": add("categories"), "outcomes": add("outcomes"),
-        "failure_reasons": dict(collections.Counter(add_opt("failure_reasons")).most_common(20)),
+        "categories": dict(add("categories")), "outcomes": dict(add("outcomes")),
+        "failure_reasons": dict(add("failure_reasons", optional=True).most_common(20)),
         "step_seconds": {"median_range": [min(med), max(med)], "p99_range": [min(p99), max(p99)],
                          "max": max(s["step_seconds"]["max"] for s in shards),
                          "total": sum(s["step_seconds"]["total"] for s in shards)},

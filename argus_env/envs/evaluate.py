@@ -182,9 +182,11 @@ class Evaluator:
             return self._correct_cache[key]
         self.worker.ensure_started()  # a (re)start is not the program's time, but the step's
         deadline = time.monotonic() + self.correctness_timeout
-        budget = f"{self.correctness_timeout:g} s correctness budget"
-        if step_deadline is not None and step_deadline < deadline:
-            deadline, budget = step_deadline, "step's time budget"
+        by_step = step_deadline is not None and step_deadline < deadline
+        if by_step:
+            deadline = step_deadline
+        budget = "step's time budget" if by_step else \
+            f"{self.correctness_timeout:g} s correctness budget"
         answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
         for i, sizes in enumerate(shapes):
             left = deadline - time.monotonic()
@@ -203,7 +205,7 @@ class Evaluator:
                                          f"(at sizes {dict(sizes)})")
                 break
         answer["shapes_checked"] = i + 1 if shapes else 0
-        if answer.get("status") == "timeout" and budget.startswith("step"):
+        if answer.get("status") == "timeout" and by_step:
             answer["budget"] = "step"  # cut short by the step: not remembered, tried again
         else:
             _remember(self._correct_cache, key, answer, self.cache_size)
