@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .report import (INVARIANTS, CheckTimeout, CheckUnsupported, InvariantReport,  # noqa: F401
-                     Violation)
+                     Obligation, Violation)
 
 _CACHE: OrderedDict = OrderedDict()
 CACHE_SIZE = 512
@@ -24,7 +24,9 @@ def check_program(program, sizes: dict, task=None, method: str = "symbolic",
                   deadline: float | None = None, **options) -> InvariantReport:
     """The invariant report of `program` at problem `sizes`, cached by program hash.
     `deadline` (a `time.monotonic()` instant, symbolic method only) bounds the check: past
-    it `CheckTimeout` is raised and nothing is cached."""
+    it `CheckTimeout` is raised and nothing is cached. An `undecided` report is not cached
+    either (with more time the solver may decide), and an interrupted check raises
+    `KeyboardInterrupt` rather than giving a verdict."""
     key = (program.hash, tuple(sorted(sizes.items())), getattr(task, "name", None), method,
            tuple(sorted(options.items())))
     if key in _CACHE:
@@ -38,6 +40,8 @@ def check_program(program, sizes: dict, task=None, method: str = "symbolic",
         report = check_concrete(program, sizes, task, **options)
     else:
         raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")
+    if report.status == "undecided":
+        return report
     _CACHE[key] = report
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)

@@ -3,8 +3,12 @@
 A report is a list of violations, each a concrete counterexample: which invariant, at
 which op and source line, in which program instance and loop iteration, at which tile
 element (and thread and register, through the fragment's layout), with the expected and
-the actual tag values. Reports serialise to JSON, encode to a fixed-size numeric vector
-for observations, and render as short text an LLM can act on.
+the actual tag values, and a list of *undecided* obligations: proof obligations the checker
+could not settle either way (the solver answered `unknown`: its time limit, a theory it
+cannot decide, an interruption; or no proof strategy applied). A report's `status` is
+`violation`, `undecided` or `proven`; only `proven` is `ok`. Reports serialise to JSON,
+encode to a fixed-size numeric vector for observations, and render as short text an LLM
+can act on.
 """
 
 from __future__ import annotations
@@ -51,6 +55,28 @@ INVARIANTS = (
     "padding",       # MoE: a padding row from block alignment is stored
 )
 INVARIANT_INDEX = {name: i for i, name in enumerate(INVARIANTS)}
+#: the class code of an undecided report's first finding in the encoding (past every
+#: invariant's code, so the observation's size does not change)
+UNDECIDED_CODE = len(INVARIANTS) + 1
+STATUSES = ("proven", "violation", "undecided")
+
+
+@dataclass
+class Obligation:
+    """A proof obligation the checker could not decide: the program is neither proven nor
+    refuted there, so it is refused (never measured, never remembered as proven)."""
+
+    what: str            # the obligation, e.g. "exactly-once writes of `c`"
+    line: int            # source line of the op it belongs to
+    reason: str          # why undecided: the solver's reason, or the missing strategy
+    source: str = ""     # the DSL text of the statement
+
+    def render(self) -> str:
+        where = f"{self.source} at line {self.line}" if self.source else f"line {self.line}"
+        return f"[undecided] {where}: {self.what} could not be decided ({self.reason})"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
@@ -140,10 +166,26 @@ class InvariantReport:
     milliseconds: float = 0.0
     method: str = "symbolic"                   # "symbolic" (z3) or "concrete" (enumeration)
     notes: list[str] = field(default_factory=list)
+    undecided: list[Obligation] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """`violation` (a counterexample exists), `undecided` (no counterexample found, but
+        some obligation was not proven), or `proven` (every obligation proven)."""
+        if self.violations:
+            return "violation"
+        return "undecided" if self.undecided else "proven"
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        """Every invariant proven: only then is a program run and measured."""
+        return self.status == "proven"
+
+    def findings(self) -> list[tuple[str, int]]:
+        """(class, line) of every violation and undecided obligation: what a step is
+        penalised for when the previous program did not have it."""
+        return [(v.invariant, v.line) for v in self.violations] + \
+            [("undecided", o.line) for o in self.undecided]
 
     def counts(self) -> dict[str, int]:
         out = {name: 0 for name in INVARIANTS}
@@ -161,29 +203,43 @@ class InvariantReport:
         vec = np.zeros(len(INVARIANTS) + 5, dtype=np.float32)
         for name, n in self.counts().items():
             vec[INVARIANT_INDEX[name]] = np.log1p(n)
+        base = len(INVARIANTS)
         if self.violations:
             first = self.violations[0]
-            base = len(INVARIANTS)
             vec[base] = 1.0 + INVARIANT_INDEX[first.invariant]
             vec[base + 1] = float(first.line)
             vec[base + 2] = float(len(self.violations))
             elem = list(first.element) + [0, 0]
             vec[base + 3], vec[base + 4] = float(elem[0]), float(elem[1])
+        elif self.undecided:  # the class slot says "undecided"; line and count as above
+            vec[base] = float(UNDECIDED_CODE)
+            vec[base + 1] = float(self.undecided[0].line)
+            vec[base + 2] = float(len(self.undecided))
         return vec
 
     def render(self, limit: int = 5) -> str:
-        if self.ok:
+        status = self.status
+        if status == "proven":
             return (f"{self.program}: all invariants hold ({len(self.proven)} checks proven, "
                     f"{self.milliseconds:.0f} ms)")
-        lines = [f"{self.program}: {len(self.violations)} violation(s)"]
-        lines += ["- " + v.render() for v in self.violations[:limit]]
-        if len(self.violations) > limit:
-            lines.append(f"- ... {len(self.violations) - limit} more")
+        if status == "undecided":
+            lines = [f"{self.program}: refused, {len(self.undecided)} obligation(s) undecided "
+                     "(no counterexample was found, but nothing is proven there; the program "
+                     "is not run)"]
+            items = [o.render() for o in self.undecided]
+        else:
+            lines = [f"{self.program}: {len(self.violations)} violation(s)"]
+            items = [v.render() for v in self.violations]
+        lines += ["- " + x for x in items[:limit]]
+        if len(items) > limit:
+            lines.append(f"- ... {len(items) - limit} more")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"program": self.program, "program_hash": self.program_hash, "ok": self.ok,
+                "status": self.status,
                 "violations": [v.to_dict() for v in self.violations], "proven": self.proven,
+                "undecided": [o.to_dict() for o in self.undecided],
                 "queries": self.queries, "milliseconds": self.milliseconds,
                 "method": self.method, "notes": self.notes, "counts": self.counts()}
 
@@ -195,4 +251,5 @@ class InvariantReport:
         return cls(d["program"], d["program_hash"],
                    [Violation.from_dict(v) for v in d.get("violations", [])],
                    list(d.get("proven", [])), d.get("queries", 0), d.get("milliseconds", 0.0),
-                   d.get("method", "symbolic"), list(d.get("notes", [])))
+                   d.get("method", "symbolic"), list(d.get("notes", [])),
+                   [Obligation(**o) for o in d.get("undecided", [])])

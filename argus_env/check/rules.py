@@ -134,18 +134,23 @@ def _bitwise(op: str, a, b):
 
 def binop(ck, e: ir.BinOp) -> SV:
     x, y = ck.expr(e.lhs), ck.expr(e.rhs)
+    fx, fy = scalar_value(x), scalar_value(y)  # before broadcasting makes them tiles
     shape = _bcast(x.shape, y.shape)
     x, y = align(x, shape), align(y, shape)
+    fx = x.fval if fx is None else fx
+    fy = y.fval if fy is None else fy
     what = print_expr(e)
     tags = union_tags(ck, [x, y], shape, what) if x.tags and y.tags else {**x.tags, **y.tags}
     if e.op in ("+", "-"):
         cov = add_cov(x.cov, y.cov)
     else:
         cov = add_cov(y.cov, {n: t for n, t in x.cov.items() if n not in y.cov})
-    if e.op == "*" and 0 in (x.fval, y.fval):
-        tags, cov = {}, {}   # times a constant zero: no data flows, whatever the tags were
+    if e.op == "*" and 0 in (fx, fy):
+        # times a zero known at these sizes (a literal, or a scalar computed from the
+        # problem sizes): no data flows, whatever the tags were
+        tags, cov = {}, {}
     out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
-             x.frag or y.frag, fval=_ffold(e.op, x.fval, y.fval))
+             x.frag or y.frag, fval=_ffold(e.op, fx, fy))
     from . import softmax
     if e.op == "-":
         softmax.on_subtract(ck, x, y, out, shape)
@@ -154,6 +159,24 @@ def binop(ck, e: ir.BinOp) -> SV:
         if softmax.scale_tag(ck, x.fval if y.tags else y.fval if x.tags else None):
             out.tags["@base2"] = (z3.BoolVal(True), z3.IntVal(1))
     return out
+
+
+def scalar_value(x: SV) -> float | None:
+    """The number a scalar holds at the checked sizes, if known: a float constant, or an
+    integer or boolean scalar whose formula simplifies to a literal (the problem sizes are
+    concrete, so `131 // M` or `M <= 130` are numbers here). Tiles have none."""
+    if x.shape != ():
+        return None
+    if x.fval is not None:
+        return x.fval
+    if x.val is None:
+        return None
+    v = z3.simplify(x.val)
+    if z3.is_int_value(v):
+        return float(v.as_long())
+    if z3.is_true(v) or z3.is_false(v):
+        return 1.0 if z3.is_true(v) else 0.0
+    return None
 
 
 def _ffold(op: str, a, b):
@@ -203,14 +226,16 @@ def _cdiv(ck, e):
 
 def _minmax(ck, e):
     x, y = ck.expr(e.arg("a")), ck.expr(e.arg("b"))
+    fx, fy = scalar_value(x), scalar_value(y)
     shape = _bcast(x.shape, y.shape)
     x, y = align(x, shape), align(y, shape)
     val = None
     if x.val is not None and y.val is not None:
         val = z3.If(x.val <= y.val, x.val, y.val) if e.fn == "minimum" else \
             z3.If(x.val >= y.val, x.val, y.val)
+    fval = None if fx is None or fy is None else (min if e.fn == "minimum" else max)(fx, fy)
     return SV(shape, val, union_tags(ck, [x, y], shape, e.fn), add_cov(x.cov, y.cov),
-              x.carried or y.carried)
+              x.carried or y.carried, fval=fval)
 
 
 def _arange(ck, e):
@@ -251,7 +276,8 @@ def _cast(ck, e):
     x = ck.expr(e.arg("x"))
     dtype = DTYPES[e.arg("dtype").name]
     val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
-    return replace(x, val=val)
+    fval = scalar_value(x) if not dtype.is_int else None  # `A.cast(M <= 130, A.f32)`
+    return replace(x, val=val, fval=fval)
 
 
 def _trans(ck, e):
@@ -265,6 +291,9 @@ def _where(ck, e):
     c, x, y = align(c, shape), align(x, shape), align(y, shape)
     cond = c.val if c.val is not None and z3.is_bool(c.val) else \
         ck.vars_bool(f"cond_{e.loc.line}")
+    known = z3.simplify(cond)
+    if z3.is_true(known) or z3.is_false(known):  # decided at these sizes: that side only
+        return x if z3.is_true(known) else y
     tags = {}
     for n in set(x.tags) | set(y.tags):
         gx, vx = x.tags.get(n, (FALSE, None))

@@ -22,11 +22,14 @@ from ..dsl.program import Program
 from ..dsl.semantic import Typer
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
-from .report import CheckTimeout, CheckUnsupported, InvariantReport, Violation
+from .report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from .sym import Var, Vars, const_value, tdiv, tmod
 from .values import AXES, SV, Cov, align, axis_ranges
 
 DEFAULT_NUM_SMS = 132  # an H200
+#: the least time a solver query is given: with less left of the step's budget the check
+#: is refused (`CheckTimeout`) instead of run with a limit that can only end undecided
+QUERY_FLOOR_MS = 200
 
 
 @dataclass
@@ -105,18 +108,21 @@ class Checker:
 
     def query_timeout_ms(self) -> int:
         """The solver's budget for one query: `timeout_ms`, less if the deadline is near;
-        raises `CheckTimeout` once the deadline has passed."""
+        raises `CheckTimeout` once less than `QUERY_FLOOR_MS` is left before it."""
         if self.deadline is None:
             return self.timeout_ms
-        left = self.deadline - time.monotonic()
-        if left <= 0:
+        left_ms = (self.deadline - time.monotonic()) * 1000
+        if left_ms < min(QUERY_FLOOR_MS, self.timeout_ms):
             raise CheckTimeout(f"the invariant checker did not reach a verdict within the "
                                f"step's time budget ({self.report.queries} solver queries "
                                f"made): the program is refused, not judged; a simpler "
                                f"program checks faster", self._line())
-        return max(1, min(self.timeout_ms, int(left * 1000)))
+        return max(1, min(self.timeout_ms, int(left_ms)))
 
-    def solve(self, constraints) -> z3.ModelRef | None:
+    def solve(self, constraints, what: str | None = None) -> z3.ModelRef | None:
+        """A model of `constraints`, or None when they are unsatisfiable. An undecided
+        query also answers None, and records an undecided obligation (`what`, or the rule
+        that asked), so that the report cannot be `proven`."""
         s = z3.Solver()
         s.set("timeout", self.query_timeout_ms())
         constraints = list(constraints)
@@ -124,17 +130,31 @@ class Checker:
         s.add(*constraints, *self._links(self._qnames))
         from .routing import axioms  # routed programs: the routing step's postconditions
         s.add(*axioms(self, constraints))
-        self.report.queries += 1
         t0 = time.perf_counter()
-        r = s.check()
+        r = self.decide(s, what or _asker())
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
-        if r == z3.sat:
-            return s.model()
+        return s.model() if r == z3.sat else None
+
+    def decide(self, s: z3.Solver, what: str) -> z3.CheckSatResult:
+        """`s.check()`, counted; `unknown` becomes an undecided obligation named `what`.
+        z3 answers Ctrl-C by cancelling the query (`unknown`): that is re-raised as
+        `KeyboardInterrupt`, never taken for an answer."""
+        self.report.queries += 1
+        r = s.check()
         if r == z3.unknown:
-            self.report.notes.append(f"line {self._line()}: a query was undecided "
-                                     f"({s.reason_unknown()})")
-        return None
+            reason = s.reason_unknown()
+            if "interrupted" in reason or "canceled" in reason:
+                raise KeyboardInterrupt(f"invariant check interrupted ({reason})")
+            self.undecided(what, f"the solver answered unknown: {reason}")
+        return r
+
+    def undecided(self, what: str, reason: str) -> None:
+        """Record an obligation neither proven nor refuted (once per obligation and line)."""
+        line = self._line()
+        if any(o.line == line and o.what == what for o in self.report.undecided):
+            return
+        self.report.undecided.append(Obligation(what, line, reason, _stmt_text(self.stmt)))
 
     def _var_names(self, constraints) -> frozenset:
         """Names of the variables occurring in a formula."""
@@ -306,6 +326,13 @@ class Checker:
     def branch(self, s: ir.If) -> None:
         cond = self.expr(s.cond).val
         cond = cond if cond is not None and z3.is_bool(cond) else z3.Bool(f"cond!{s.loc.line}")
+        known = z3.simplify(cond)
+        if z3.is_true(known) or z3.is_false(known):
+            # decided at these sizes (`if M <= 130:`): only the branch that runs here is
+            # the program, and its values (a factor that is 0 here, say) are followed
+            self.block(s.body if z3.is_true(known) else s.orelse)
+            self.stmt = s
+            return
         before = dict(self.env)
         results = []
         for body, c in ((s.body, cond), (s.orelse, z3.Not(cond))):
@@ -418,6 +445,26 @@ def _owner(frag, shape, kernel: ir.Kernel, element) -> tuple[int | None, int | N
         return int(thread), int(reg)
     except (ValueError, TypeError, AssertionError, IndexError):
         return None, None
+
+
+#: what the checker's rules prove, by the name of the function that asks the solver
+_OBLIGATIONS = {
+    "exactly_once": "exactly-once coverage of a reduction",
+    "check_bounds": "bounds of an access", "_count_tiles": "every output tile written",
+    "_instances": "distinct tiles per program instance", "_disjoint": "disjoint tiles",
+    "_unwritten": "every output element written", "_positive": "a positive divisor",
+    "_exactly_once_tiles": "exactly-once writes", "_exactly_once_write": "exactly-once writes",
+}
+
+
+def _asker() -> str:
+    """The obligation a solver query belongs to, named after the rule that made it."""
+    import sys
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name in ("find", "solve", "decide"):
+        frame = frame.f_back
+    name = frame.f_code.co_name if frame is not None else "?"
+    return _OBLIGATIONS.get(name, f"a solver query of rule `{name.strip('_')}`")
 
 
 def _stmt_text(s) -> str:

@@ -1,7 +1,7 @@
 """The path of one step after the action: check, run, measure (each cached by program).
 
-    program ──► invariant report (z3, at the episode's shape) ── violations? ──► unmeasured
-                   │ clean
+    program ──► invariant report (z3, at the episode's shape) ── violation or undecided? ──► unmeasured
+                   │ proven
                    ▼
               correctness (worker process, Triton interpreter at 2 reduced shapes)
                    │ correct
@@ -121,7 +121,7 @@ class Evaluator:
                 raise
             except (EvaluationError, CheckUnsupported) as e:
                 ev = e
-            if not (isinstance(ev, Evaluation) and (ev.correctness or {}).get("budget") == "step"):
+            if _lasting(ev):
                 _remember(self._cache, key, ev, self.cache_size)
         if isinstance(ev, (EvaluationError, CheckUnsupported)):
             raise ev
@@ -176,6 +176,8 @@ class Evaluator:
         shapes = self.check_shapes
         if sizes is not None and getattr(self.task, "reduced_shapes", None) is not None:
             shapes = self.task.reduced_shapes(sizes) or shapes
+        if sizes is not None:
+            shapes = regime_shapes(self.task, program, sizes, shapes)
         key = (program.hash, tuple(tuple(sorted(s.items())) for s in shapes))
         if key in self._correct_cache:
             self._correct_cache.move_to_end(key)
@@ -207,9 +209,51 @@ class Evaluator:
         answer["shapes_checked"] = i + 1 if shapes else 0
         if answer.get("status") == "timeout" and by_step:
             answer["budget"] = "step"  # cut short by the step: not remembered, tried again
-        else:
+        elif not answer.get("transient"):  # a worker killed from outside: tried again
             _remember(self._correct_cache, key, answer, self.cache_size)
         return answer
+
+
+def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict]) -> list[dict]:
+    """`shapes`, plus a small shape in the episode's size regime when none of them is in it:
+    a program that tests its sizes (`if M <= 130:`) must also be run where it behaves as at
+    the real size (`argus_env.check.regimes`). Raises `CheckUnsupported` when no such
+    shape is found (the program is refused, not run at the wrong regime only)."""
+    from ..check.regimes import conditions, realise, regime
+    conds = conditions(program.kernel)
+    if not conds or not shapes:
+        return shapes
+    real = task.program_sizes(program, sizes)
+    want = regime(conds, real)
+    if any(regime(conds, task.program_sizes(program, s)) == want for s in shapes):
+        return shapes
+    extra = realise(conds, real, shapes[0])
+    if extra is not None:
+        try:
+            task.check_sizes(extra)
+        except ValueError:
+            extra = None
+    if extra is None or regime(conds, task.program_sizes(program, extra)) != want:
+        first = next(c for c, w, g in zip(conds, want, regime(conds, shapes[0])) if w != g)
+        raise CheckUnsupported(f"the program's behaviour depends on the problem sizes "
+                               f"(`{first.text}` is {want[conds.index(first)]} at the "
+                               f"episode's sizes) and no small shape behaves the same, so its "
+                               f"numerics cannot be checked: the program is refused",
+                               first.line)
+    return [*shapes, extra]
+
+
+def _lasting(ev) -> bool:
+    """Whether an evaluation is a verdict on the program that holds next time: not one
+    the step's time budget cut short, not an undecided check (more time may decide it),
+    not a failure caused from outside (a worker killed by a signal the program did not
+    raise)."""
+    if not isinstance(ev, Evaluation):
+        return True  # an Argus error or an unsupported construct: the same next time
+    if ev.report.status == "undecided":
+        return False
+    answer = ev.correctness or {}
+    return answer.get("budget") != "step" and not answer.get("transient")
 
 
 def _check_shapes(task, spec) -> list[dict]:

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..check.report import INVARIANTS, CheckTimeout
+from ..check.report import INVARIANTS, UNDECIDED_CODE, CheckTimeout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
 from ..lower import source as triton_source
@@ -63,14 +63,17 @@ class KernelEnv(gym.Env):
     `Dict`: `config` (18 floats in [0, 1]: log tile sizes, warps, stages, swizzle group,
     split-K, flags for persistent/TMA/warp specialization/k-major, grid size, shape),
     `report` (per-invariant violation counts, log-scaled, then the first violation's
-    class, line, count and element), `perf` (log TFLOP/s, fraction of the roofline,
+    class, line, count and element; a report with undecided obligations and no violation
+    has class code `len(INVARIANTS) + 1`, the first obligation's line and their count),
+    `perf` (log TFLOP/s, fraction of the roofline,
     fraction of the library anchor, best fraction so far), `action_mask`
     (`MultiBinary(n)`); in text mode also `program` and `report_text`.
 
     ## Rewards
     From `configs/reward/<reward>.yaml` (default): the potential-based throughput gain
     `log T_t - log T_{t-1}` over measured programs, a penalty per newly violated
-    invariant, a penalty for a numerical mismatch, a failed compile or an invalid
+    invariant (an obligation the checker could not decide counts as a violation: the
+    program is refused, not run), a penalty for a numerical mismatch, a failed compile or an invalid
     action, and on `submit` the bonus `log(T / T_library)`.
 
     ## Starting State
@@ -366,8 +369,8 @@ class KernelEnv(gym.Env):
     def _event(self, act: Action, prev: State):
         from reward import StepEvent
         ev = self.state.evaluation
-        before = {(v.invariant, v.line) for v in prev.evaluation.report.violations}
-        new = [v for v in ev.report.violations if (v.invariant, v.line) not in before]
+        before = set(prev.evaluation.report.findings())  # undecided counts as a violation
+        new = [f for f in ev.report.findings() if f not in before]
         anchor = ev.measurement.anchor_tflops if ev.measurement is not None else None
         return StepEvent(act.kind, ev.error, len(new) if act.kind != "undo" else 0,
                          ev.measured, ev.throughput, self.last_tflops, anchor)
@@ -488,6 +491,9 @@ def _report_vector(report) -> np.ndarray:
             vec[len(INVARIANTS)] = 1.0 + INVARIANTS.index(first.invariant)
             vec[len(INVARIANTS) + 1] = first.line if isinstance(first.line, (int, float)) else 0
             vec[len(INVARIANTS) + 2] = len(report.violations)
+        elif report.undecided:
+            vec[len(INVARIANTS)] = UNDECIDED_CODE
+            vec[len(INVARIANTS) + 2] = len(report.undecided)
     return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1e6).astype(np.float32)
 
 
