@@ -55,21 +55,15 @@ def _wide_flags(sig: dict[str, str], wide) -> dict[str, bool]:
 
 def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
                   wide=()) -> AotResult:
-    import importlib.util
-
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from ..dsl.semantic import launches
-    from .build import _set_mode, module_path
+    from .build import load_module
     from .module import kernel_signature
 
-    _set_mode(False)
-    path = module_path(program)
-    spec = importlib.util.spec_from_file_location(f"argus_aot_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(program, interpret=False)
     sig = kernel_signature(program)
     consts = dict(program.kernel.consts)
     if "NUM_SMS" in sig:

@@ -1,19 +1,24 @@
-"""Write generated modules to a cache keyed by program hash and import them.
+"""Write generated modules to a cache keyed by program hash and load them.
 
-Triton reads a kernel's source from its file, so generated code lives in real files:
-`$ARGUS_CACHE_DIR/kernels/<program>_<hash>.py` (default `~/.cache/argus`). Whether the
-kernel runs under the Triton interpreter is fixed when its module is imported, so the
-interpreted and compiled variants are imported as separate modules, and one process
-runs kernels in one mode only.
+Generated code is written to `$ARGUS_CACHE_DIR/kernels/<program>_<hash>.py` (default
+`~/.cache/argus`) for people and tools to read, but it is never imported from there: a
+module runs from the text generated in this process, compiled directly (no `__pycache__`
+bytecode is read or written, so a planted or corrupt `.pyc` cannot run or fail in its
+place), and that text is registered in `linecache` under the file's name, which is where
+Triton's `@jit` reads a kernel's source (`inspect.getsourcelines`). A file whose content
+differs from the text (by SHA-256) is rewritten. Whether the kernel runs under the
+Triton interpreter is fixed when its module is executed, so the interpreted and compiled
+variants are separate modules, and one process runs kernels in one mode only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import linecache
 import os
 import sys
 import threading
+import types
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +26,7 @@ from ..dsl.program import Program
 from .module import LOWERING_VERSION, generate
 
 _lock = threading.Lock()
-_loaded: dict[tuple[str, bool], Callable] = {}
+_loaded: dict[tuple[str, bool], types.ModuleType] = {}
 _sources: dict[str, str] = {}
 _mode: bool | None = None
 
@@ -44,15 +49,57 @@ def source(program: Program) -> str:
 
 
 def module_path(program: Program) -> Path:
-    """The file holding `program`'s generated module, written on first use."""
+    """The file holding `program`'s generated module, (re)written unless it already holds
+    exactly the generated text."""
     path = cache_dir() / f"{program.name}_{_key(program)}.py"
-    text = source(program)
-    if not path.exists() or path.read_text() != text:
+    data = source(program).encode("utf-8")
+    if not _holds(path, data):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     return path
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` has exactly `data` (compared by SHA-256)."""
+    try:
+        found = path.read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha256(found).digest() == hashlib.sha256(data).digest()
+
+
+def _exec_verified(text: str, path: Path, modname: str) -> types.ModuleType:
+    """Run generated `text` as module `modname`, compiled from the text itself.
+
+    The text is registered in `linecache` under `path` with no mtime, so `linecache`
+    never replaces it with the file's current content: whatever happens to the file,
+    Triton reads the source that was compiled here."""
+    filename = str(path)
+    code = compile(text, filename, "exec", dont_inherit=True)
+    module = types.ModuleType(modname, None)
+    module.__file__ = filename
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    sys.modules[modname] = module
+    try:
+        exec(code, module.__dict__)
+        _read_sources(module)
+    except BaseException:
+        sys.modules.pop(modname, None)
+        linecache.cache.pop(filename, None)
+        raise
+    return module
+
+
+def _read_sources(module: types.ModuleType) -> None:
+    """Have the interpreter read its kernels' source now, while `linecache` holds the
+    verified text (it otherwise reads it at a kernel's first run); the compiler read it
+    when the kernels were defined."""
+    for value in list(vars(module).values()):
+        rewrite = getattr(value, "rewrite", None)
+        if callable(rewrite) and type(value).__name__ == "InterpretedFunction":
+            rewrite()
 
 
 def _set_mode(interpret: bool) -> None:
@@ -130,8 +177,8 @@ def _patch_interpreter_bf16() -> None:
     builder.create_atomic_rmw = create_atomic_rmw
 
 
-def load(program: Program, interpret: bool) -> Callable:
-    """The launcher of `program`; its kernel runs under the Triton interpreter if asked."""
+def load_module(program: Program, interpret: bool) -> types.ModuleType:
+    """`program`'s generated module, its kernels under the Triton interpreter if asked."""
     key = (_key(program), interpret)
     with _lock:
         if key in _loaded:
@@ -139,10 +186,11 @@ def load(program: Program, interpret: bool) -> Callable:
         path = module_path(program)
         modname = f"argus_kernels.{path.stem}_{'interp' if interpret else 'jit'}"
         _set_mode(interpret)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module
-        spec.loader.exec_module(module)
-        launcher = getattr(module, program.name)
-        _loaded[key] = launcher
-        return launcher
+        module = _exec_verified(source(program), path, modname)
+        _loaded[key] = module
+        return module
+
+
+def load(program: Program, interpret: bool) -> Callable:
+    """The launcher of `program`; its kernel runs under the Triton interpreter if asked."""
+    return getattr(load_module(program, interpret), program.name)

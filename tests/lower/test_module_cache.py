@@ -1,0 +1,117 @@
+"""The generated-module cache runs only verified source text: a planted or corrupt
+bytecode cache, or a `.py` rewritten after loading, never changes what runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import marshal
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+
+from argus_env import lower
+from argus_env.dsl.program import Program
+
+PROGRAM = '''from argus_env import dsl as A
+
+
+@A.kernel
+def scale(x: A.Tensor[A.f32, "N"], y: A.Tensor[A.f32, "N"], BLOCK: A.const = 128):
+    A.grid(A.cdiv(N, BLOCK))
+    offs = A.program_id(0) * BLOCK + A.arange(BLOCK)
+    A.store(y[offs], A.load(x[offs], mask=offs < N) * 2.0, mask=offs < N)
+'''
+
+#: what a fresh process prints: whether the launcher doubled its input
+RUN = textwrap.dedent("""
+    import sys, torch
+    from argus_env import lower
+    from argus_env.dsl.program import Program
+    prog = Program.from_text(open(sys.argv[1]).read())
+    try:
+        launch = lower.load(prog, interpret=True)
+        x = torch.arange(300, dtype=torch.float32)
+        print("correct" if torch.equal(launch(x), 2 * x) else "wrong")
+    except Exception as e:
+        print("failed", type(e).__name__, e)
+""")
+
+
+def _plant_pyc(source_path: Path, code_text: str | None) -> Path:
+    """A `__pycache__` entry whose header matches `source_path`'s mtime and size, holding
+    `code_text` compiled (or garbage when None): what the import system would trust."""
+    st = source_path.stat()
+    body = (marshal.dumps(compile(code_text, str(source_path), "exec"))
+            if code_text is not None else b"\x00garbage, not marshal data\xff" * 8)
+    header = importlib.util.MAGIC_NUMBER + struct.pack(
+        "<III", 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)
+    pyc = Path(importlib.util.cache_from_source(str(source_path)))
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    pyc.write_bytes(header + body)
+    return pyc
+
+
+def _fresh_run(cache: Path, program_file: Path) -> str:
+    env = dict(os.environ, ARGUS_CACHE_DIR=str(cache), TRITON_INTERPRET="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an ordinary process reads and writes .pyc
+    proc = subprocess.run([sys.executable, "-c", RUN, str(program_file)], env=env,
+                          capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _module_file(cache: Path, program_file: Path) -> Path:
+    """The module's path in `cache`, written once by a first fresh process."""
+    assert _fresh_run(cache, program_file) == "correct"
+    [path] = (cache / "kernels").glob("scale_*.py")
+    return path
+
+
+def test_a_planted_bytecode_cache_never_runs(tmp_path):
+    program_file = tmp_path / "scale.py"
+    program_file.write_text(PROGRAM)
+    path = _module_file(tmp_path / "cache", program_file)
+    canary = tmp_path / "planted-code-ran"
+    planted = (f"open({str(canary)!r}, 'w').write('ran')\n"
+               "def scale(x, y=None):\n    return x\n")
+    _plant_pyc(path, planted)
+    assert _fresh_run(tmp_path / "cache", program_file) == "correct"
+    assert not canary.exists(), "code from a planted .pyc ran instead of the verified source"
+
+
+def test_a_corrupt_bytecode_cache_is_not_a_compile_failure(tmp_path):
+    program_file = tmp_path / "scale.py"
+    program_file.write_text(PROGRAM)
+    path = _module_file(tmp_path / "cache", program_file)
+    _plant_pyc(path, None)
+    assert _fresh_run(tmp_path / "cache", program_file) == "correct"
+
+
+def test_a_module_rewritten_after_loading_does_not_change_the_kernel(tmp_path, monkeypatch):
+    """Triton reads a kernel's source when it first runs (the interpreter) or is defined
+    (the compiler): it must read the verified text, not the file as it is by then."""
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
+    prog = Program.from_text(PROGRAM.replace("BLOCK: A.const = 128", "BLOCK: A.const = 64"))
+    launch = lower.load(prog, interpret=True)
+    path = lower.module_path(prog)
+    text = path.read_text()
+    evil = text.replace("* 2.0", "* 3.0")
+    assert evil != text
+    path.write_text(evil)
+    os.utime(path, (1, 1))  # a different mtime, whatever the clock's resolution
+    x = torch.arange(200, dtype=torch.float32)
+    assert torch.equal(launch(x), 2 * x), "the kernel ran source rewritten after loading"
+
+
+def test_a_tampered_module_file_is_repaired(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
+    prog = Program.from_text(PROGRAM.replace("BLOCK: A.const = 128", "BLOCK: A.const = 32"))
+    path = lower.module_path(prog)
+    path.write_text(path.read_text().replace("* 2.0", "* 3.0"))
+    assert lower.module_path(prog).read_text() == lower.source(prog)
