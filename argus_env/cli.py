@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -126,6 +127,7 @@ def cmd_run(args) -> int:
         raise KeyError(f"no environment for task {task_name!r}; tasks with one: "
                        f"{', '.join(ENV_IDS.values())}")
     module = load_agent(args.agent)
+    out_dir = writable_dir(args.out_dir, "--out-dir")  # found before the episode, not after
     fields = {f.name for f in dataclasses.fields(module.Args)}
     agent_args = module.Args(**{k: v for k, v in dict(budget=args.budget, seed=args.seed,
                                                          shape=args.shape).items() if k in fields})
@@ -142,16 +144,32 @@ def cmd_run(args) -> int:
             best = f"{rec.best_frac_anchor:.2f}x library" if rec.best_frac_anchor else "-"
             bar.update(job, completed=rec.steps,
                        description=f"{rec.shape}: best {best}, last {rec.action_labels[-1] if rec.action_labels else ''}")
-        record = module.run(env, agent_args, progress=progress)
+        try:
+            record = module.run(env, agent_args, progress=progress)
+        finally:  # Ctrl-C too: the workers stop, and no partial record is written
+            env.close()
     record.seconds = round(time.perf_counter() - t0, 2)
-    env.close()
     _print_episode(console, record, Table, Panel, Syntax)
-    out = Path(args.out_dir) / (f"{env_id}__{args.agent}__{args.seed}__"
-                                f"{time.strftime('%Y%m%d-%H%M%S')}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(record.to_json())
+    out = out_dir / (f"{env_id}__{args.agent}__{args.seed}__"
+                     f"{time.strftime('%Y%m%d-%H%M%S')}.json")
+    record.save(out)  # atomic: a full disk leaves no truncated record
     console.print(f"episode record: {out}")
     return 0
+
+
+def writable_dir(path, option: str) -> Path:
+    """`path` as a folder this process can write files in (created if missing), or a
+    ValueError naming `option`: checked before long work, so it is not lost at the end."""
+    import tempfile
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".argus-write-test.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{option} {folder}: cannot write there ({e.strerror or e})") from None
+    return folder
 
 
 def _print_episode(console, r, Table, Panel, Syntax) -> None:
@@ -428,6 +446,10 @@ def main(argv=None) -> int:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"argus: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("argus: interrupted: stopped before the end; no partial result was written",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,69 @@
+"""Ctrl-C and full disks in `argus run`: stopped promptly, nothing partial left behind.
+
+Ctrl-C (SIGINT to the process group, as a terminal sends it) during an episode stops the
+run within seconds with exit status 130 and writes no episode record; a folder that cannot
+be written is refused before the episode starts; a record that cannot be written whole is
+not written at all.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from argus_env import cli
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_argus_run_promptly_and_writes_no_record(tmp_path):
+    out = tmp_path / "runs"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "argus_env.cli", "run", "--task", "gemm",
+                             "--agent", "random", "--budget", "400", "--out-dir", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True, text=True)
+    try:
+        line = proc.stdout.readline()  # the run has started once it prints its header
+        assert "argus run" in line, line + proc.stderr.read()
+        time.sleep(4)
+        assert proc.poll() is None, "the episode ended before it could be interrupted"
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert elapsed < 15, f"Ctrl-C took {elapsed:.1f} s to stop the run"
+    assert "interrupted" in err and "Traceback" not in err, err[-2000:]
+    assert not list(out.glob("*")), f"a record was left behind: {list(out.glob('*'))}"
+
+
+def test_an_unwritable_out_dir_is_refused_before_the_episode(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    t0 = time.monotonic()
+    code = cli.main(["run", "--task", "gemm", "--budget", "3", "--out-dir",
+                     str(blocker / "runs")])
+    assert code == 2 and time.monotonic() - t0 < 5
+    err = capsys.readouterr().err
+    assert "--out-dir" in err and "cannot write" in err, err
+
+
+def test_a_record_that_cannot_be_written_whole_is_not_written(tmp_path, monkeypatch):
+    out = tmp_path / "runs"
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        cli.main(["run", "--task", "gemm", "--agent", "random", "--budget", "2",
+                  "--out-dir", str(out)])
+    assert not [p for p in out.iterdir()], list(out.iterdir())
