@@ -313,6 +313,8 @@ class KernelEnv(gym.Env):
 
     def _parse(self, action) -> Action:
         if self.mode == "discrete":
+            if not isinstance(action, str) and _contains(self.action_space, action):
+                action = int(action)  # what the space contains: `np.array(2)`, `np.int32(2)`
             if isinstance(action, (bool, str)) or not isinstance(action, (int, np.integer)):
                 raise TransformError(repr(action)[:40], "a discrete action is an integer index")
             if not 0 <= int(action) < len(self.catalog):
@@ -341,9 +343,11 @@ class KernelEnv(gym.Env):
                                  "characters (a program starts with its `@A.kernel` line)")
         try:
             act = self.space_.parse_call(text)
+        except TransformError:
+            raise  # the parser's own message ("did you mean split_k?") is what agents act on
         except (ValueError, RecursionError, MemoryError) as e:  # Python's own parser gave up
-            raise TransformError(text[:40], f"not a transformation call: {type(e).__name__}") \
-                from None
+            detail = str(e)[:200] or type(e).__name__
+            raise TransformError(text[:40], f"not a transformation call: {detail}") from None
         if act.kind in ("undo", "submit"):
             return self._special(act.kind)
         if act.kind == "transform":
@@ -437,6 +441,13 @@ class KernelEnv(gym.Env):
         worker once its last environment closes)."""
         if self._owns_evaluator and getattr(self, "evaluator", None) is not None:
             self.evaluator.close()
+
+
+def _contains(space, action) -> bool:
+    try:
+        return bool(space.contains(action))
+    except Exception:  # noqa: BLE001 - an object the space cannot even compare
+        return False
 
 
 def _label(action) -> str:

@@ -1,0 +1,56 @@
+"""The environment as other libraries use it: the action types they send, the messages
+their agents read."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import argus_env  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def discrete():
+    env = gym.make("Argus-GEMM-v0", correctness="none")
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def text():
+    env = gym.make("Argus-GEMM-v0", mode="text", correctness="none")
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize("make", [lambda i: np.array(i), lambda i: np.array(i, dtype=np.int32),
+                                  lambda i: np.int64(i), lambda i: i])
+def test_every_action_the_space_contains_is_taken(discrete, make):
+    obs, _ = discrete.reset(seed=0)
+    index = int(np.flatnonzero(obs["action_mask"])[0])
+    action = make(index)
+    assert discrete.action_space.contains(action)
+    _, _, _, _, info = discrete.step(action)
+    assert info["error"] is None, info["error"]
+    assert discrete.unwrapped.actions[-1] == discrete.unwrapped.actions[-1].strip()
+
+
+@pytest.mark.parametrize("bad", [np.array([2]), np.array(2.0), "2", 2.5, np.array(10**6)])
+def test_actions_outside_the_space_are_refused_with_a_message(discrete, bad):
+    discrete.reset(seed=0)
+    assert not discrete.action_space.contains(bad)
+    _, reward, _, _, info = discrete.step(bad)
+    assert info["error"] and reward < 0
+
+
+@pytest.mark.parametrize("call, words", [
+    ("splitk(4)", "did you mean split_k"),
+    ("tile_m(", "never closed"),
+    ("tile_m(128, 3)", "tile_m"),
+])
+def test_text_mode_keeps_the_parsers_message(text, call, words):
+    text.reset(seed=0)
+    _, reward, _, _, info = text.step(call)
+    assert info["error"] and words in info["error"], info["error"]
+    assert "TransformError" not in info["error"] and reward < 0
