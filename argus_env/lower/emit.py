@@ -44,6 +44,37 @@ def _const(v) -> ast.expr:
     return ast.Constant(v)
 
 
+def py_literal(value, doc: bool = False) -> str:
+    """Python source that evaluates to exactly `value` (a string, number, bool, None, or a
+    tuple of them); `doc`: a string as a triple-quoted docstring. Every string from the
+    DSL reaches generated code through here, so no docstring or name can end a literal
+    early or hold an escape the parser rejects."""
+    if isinstance(value, tuple):
+        items = [py_literal(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, str):
+        return _str_literal(value, doc)
+    if value is None or isinstance(value, (bool, int, float)):
+        return ast.unparse(_const(value))
+    raise TypeError(f"no literal for a {type(value).__name__} in generated code")
+
+
+def _str_literal(text: str, doc: bool) -> str:
+    r"""`repr` on one line; a docstring or a multi-line text stays readable as a
+    triple-quoted literal in which backslashes and quotes are escaped, and so is every
+    character that is not printable (NUL, tabs, carriage returns, `\u2028`: nothing but
+    `\n` breaks a line)."""
+    if not doc and "\n" not in text:
+        return repr(text)
+    return '"""' + "".join("\n" if c == "\n" else _escaped(c) for c in text) + '"""'
+
+
+def _escaped(c: str) -> str:
+    if c in "\\\"":
+        return "\\" + c
+    return c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+
+
 def _binop(a: ast.expr, op: ast.operator, b: ast.expr) -> ast.BinOp:
     return ast.BinOp(left=a, op=op, right=b)
 
@@ -363,7 +394,8 @@ COMMENT_MARK = "\x00comment:"
 
 
 def comment(text: str) -> ast.stmt:
-    """A statement that `render` turns into a `# text` line."""
+    """A statement that `render` turns into a `# text` line (kept on that one line)."""
+    text = "".join(c if c.isprintable() else _escaped(c) for c in text)
     return ast.Expr(value=ast.Constant(COMMENT_MARK + text))
 
 
