@@ -155,6 +155,8 @@ class KernelEnv(gym.Env):
         self.cases = self.task.shape_cases(split)
         if not self.cases:
             raise ValueError(f"task {task!r} has no shapes in split {split!r}")
+        if measure == "gpu" and evaluator is None:
+            _require_cuda()
         backend = make_backend(measure, hardware)
         if measure == "gpu" and correctness == "interpreter":
             correctness = "none"  # the GPU worker checks numerics itself, at the real shape
@@ -441,6 +443,16 @@ class KernelEnv(gym.Env):
         worker once its last environment closes)."""
         if self._owns_evaluator and getattr(self, "evaluator", None) is not None:
             self.evaluator.close()
+
+
+def _require_cuda() -> None:
+    """`measure="gpu"` times kernels on this machine's GPU: without one, every program
+    would be scored as a failure, so the environment is refused when it is made."""
+    import torch
+    if not torch.cuda.is_available():
+        raise ValueError('measure="gpu" needs a CUDA GPU on this machine and torch finds none '
+                         f"(torch {torch.__version__}); use measure=\"model\" (the cost model) "
+                         'or measure="table" (measurements recorded on an H200)')
 
 
 def _contains(space, action) -> bool:

@@ -54,3 +54,13 @@ def test_text_mode_keeps_the_parsers_message(text, call, words):
     _, reward, _, _, info = text.step(call)
     assert info["error"] and words in info["error"], info["error"]
     assert "TransformError" not in info["error"] and reward < 0
+
+
+def test_measure_gpu_without_cuda_is_refused_at_make():
+    import torch
+    if torch.cuda.is_available():  # on a GPU machine the env must make
+        env = gym.make("Argus-GEMM-v0", measure="gpu")
+        env.close()
+        return
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        gym.make("Argus-GEMM-v0", measure="gpu")
