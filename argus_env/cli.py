@@ -150,9 +150,11 @@ def cmd_run(args) -> int:
                        f"{', '.join(ENV_IDS.values())}")
     module = load_agent(args.agent)
     out_dir = writable_dir(args.out_dir, "--out-dir")  # found before the episode, not after
+    shape = _parse_sizes(args.shape) if args.shape and "=" in args.shape else args.shape
     fields = {f.name for f in dataclasses.fields(module.Args)}
-    agent_args = module.Args(**{k: v for k, v in dict(budget=args.budget, seed=args.seed,
-                                                         shape=args.shape).items() if k in fields})
+    given = {k: v for k, v in dict(budget=args.budget, seed=args.seed, shape=shape).items()
+             if k in fields}
+    agent_args = module.Args(**{**given, **_agent_args(module.Args, args.agent_arg or [])})
     env = gym.make(env_id, measure=args.measure, hardware=args.hardware,
                    max_episode_steps=max(args.budget, 1))
     console.print(f"[bold]argus run[/] {env_id} with agent [bold]{args.agent}[/], budget "
@@ -171,12 +173,56 @@ def cmd_run(args) -> int:
         finally:  # Ctrl-C too: the workers stop, and no partial record is written
             env.close()
     record.seconds = round(time.perf_counter() - t0, 2)
-    _print_episode(console, record, Table, Panel, Syntax)
     out = out_dir / (f"{env_id}__{args.agent}__{args.seed}__"
                      f"{time.strftime('%Y%m%d-%H%M%S')}.json")
     record.save(out)  # atomic: a full disk leaves no truncated record
-    console.print(f"episode record: {out}")
+    code = _save_code(record, out)
+    _print_episode(console, record, Table, Panel, Syntax)
+    console.print(f"episode record: {out}\nbest program: {code[0]}\nits Triton: {code[1]}")
     return 0
+
+
+def _agent_args(cls, pairs: list[str]) -> dict:
+    """`--agent-arg KEY=VALUE` pairs as values of the agent's `Args` fields, converted to
+    each field's type; an unknown key names the fields there are."""
+    import dataclasses
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in fields:
+            close = ", ".join(sorted(fields))
+            raise ValueError(f"--agent-arg wants KEY=VALUE with KEY one of {close}; got {pair!r}")
+        kind = fields[key].type if isinstance(fields[key].type, str) else \
+            getattr(fields[key].type, "__name__", "str")
+        out[key] = _convert(value, str(kind), key)
+    return out
+
+
+def _convert(value: str, kind: str, key: str):
+    try:
+        if kind.startswith("bool"):
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(value)
+            return value.lower() in ("1", "true", "yes")
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+    except ValueError:
+        raise ValueError(f"--agent-arg {key}: {value!r} is not a {kind}") from None
+    return None if value == "None" and "None" in kind else value
+
+
+def _save_code(record, out: Path) -> tuple[Path, Path]:
+    """The best program and its Triton source, whole, beside the episode record."""
+    from . import lower
+    from .dsl.program import Program
+    dsl = out.with_suffix(".dsl.py")
+    triton = out.with_suffix(".triton.py")
+    dsl.write_text(record.best_program)
+    triton.write_text(lower.source(Program.from_text(record.best_program)))
+    return dsl, triton
 
 
 def writable_dir(path, option: str) -> Path:
@@ -214,9 +260,14 @@ def _print_episode(console, r, Table, Panel, Syntax) -> None:
     if r.violations_met:
         console.print("violations by invariant: " + ", ".join(f"{k} x{v}" for k, v in
                                                               sorted(r.violations_met.items())))
-    console.print(Panel(Syntax(r.best_program, "python"), title="best program (DSL)"))
-    console.print(Panel(Syntax(lower.source(Program.from_text(r.best_program)), "python"),
-                        title="its Triton source"))
+    triton = lower.source(Program.from_text(r.best_program))
+    if console.is_terminal:
+        console.print(Panel(Syntax(r.best_program, "python", word_wrap=True),
+                            title="best program (DSL)"))
+        console.print(Panel(Syntax(triton, "python", word_wrap=True), title="its Triton source"))
+    else:  # piped: the code exactly as it is, never cut to a terminal's width
+        console.file.write(f"# best program (DSL)\n{r.best_program.rstrip()}\n\n"
+                           f"# its Triton source\n{triton.rstrip()}\n")
 
 
 def cmd_show(args) -> int:
@@ -363,7 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default="greedy", help=f"agent: {', '.join(AGENTS)}")
     run.add_argument("--budget", type=int, default=50, help="environment steps")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--shape", help="shape name of the task's suite (default: drawn)")
+    run.add_argument("--shape", help="shape name of the task's suite, or custom sizes such "
+                     "as M=777,N=1234,K=4096 (default: drawn)")
+    run.add_argument("--agent-arg", action="append", metavar="KEY=VALUE",
+                     help="a field of the agent's Args, e.g. checkpoint=runs/ppo/x/final "
+                     "(repeatable)")
     run.add_argument("--measure", default="model", help="throughput backend: model, table, gpu")
     run.add_argument("--hardware", default="h200", help="hardware profile in configs/hardware")
     run.add_argument("--out-dir", default="runs")
