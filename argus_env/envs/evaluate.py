@@ -79,6 +79,13 @@ class Evaluator:
         self.cache_size = cache_size
         self.hits = self.misses = 0
 
+    def __getstate__(self) -> dict:
+        """A copy (pickle, deepcopy, another process) holds no worker process: it starts or
+        shares one on its first numerics check; the remembered answers travel along."""
+        state = dict(self.__dict__)
+        state["_worker"], state["_shared"] = None, False
+        return state
+
     @property
     def worker(self):
         if self._worker is None:

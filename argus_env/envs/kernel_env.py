@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import difflib
 import logging
 import math
@@ -125,6 +127,10 @@ class KernelEnv(gym.Env):
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
                  step_timeout: float | None = 25.0):
+        self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
+                                 reward=reward, split=split, correctness=correctness,
+                                 correctness_timeout=correctness_timeout,
+                                 check_shapes=check_shapes, step_timeout=step_timeout)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -182,6 +188,50 @@ class KernelEnv(gym.Env):
         self.state: State | None = None
         self.history: list[State] = []
         self.actions: list[str] = []
+
+    # ------------------------------------------------------------ copies and state
+    def fork(self) -> "KernelEnv":
+        """An independent copy of this environment at its current step (history, actions,
+        best so far): stepping one does not change the other. Both share one evaluator
+        (its remembered answers and worker), which this environment keeps owning."""
+        twin = copy.deepcopy(self, memo={id(self.evaluator): self.evaluator})
+        twin._owns_evaluator = False
+        return twin
+
+    def env_state(self) -> dict:
+        """The episode as plain data (JSON-serialisable): how the environment was made, the
+        shape, and every action sent since `reset`; `from_env_state` replays it."""
+        if self.state is None:
+            raise RuntimeError("env_state: call reset() first")
+        kwargs = {k: v for k, v in self._init_kwargs.items() if isinstance(v, (str, int, float,
+                                                                             type(None)))}
+        return {"kwargs": kwargs, "shape": dict(self.sizes), "shape_name": self.case.name,
+                "actions": list(self.actions), "program": self.state.program.text,
+                "steps": self.steps}
+
+    @classmethod
+    def from_env_state(cls, state: dict, **kwargs) -> "KernelEnv":
+        """A new environment in `state` (from `env_state`): made the same way, reset at the
+        same shape, and every recorded action played again."""
+        env = cls(**{**state["kwargs"], **kwargs})
+        env.reset(options={"shape": state["shape_name"] if state["shape_name"] in
+                           {c.name for c in env.cases} else state["shape"]})
+        for action in state["actions"]:
+            if env.mode == "discrete" and action not in ("undo()", "submit()"):
+                action = env._index_of(action)
+            env.step(action)
+        if env.state.program.text != state["program"]:
+            raise ValueError("from_env_state: the replayed program differs from the recorded one")
+        return env
+
+    def _index_of(self, label: str):
+        """The catalog index of an action label such as `tile_m(128)` (as recorded)."""
+        for i, (name, value) in enumerate(self.catalog):
+            if (f"{name}({value!r})" if value is not None else f"{name}()") == label:
+                return i
+        if label.lstrip("-").isdigit():
+            return int(label)  # an index that was refused (masked, out of range)
+        return label  # any other refused action's label: refused again, as it was
 
     # ------------------------------------------------------------ episode
     def reset(self, *, seed: int | None = None, options: dict | None = None):

@@ -64,3 +64,52 @@ def test_measure_gpu_without_cuda_is_refused_at_make():
         return
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         gym.make("Argus-GEMM-v0", measure="gpu")
+
+
+def _play(env, n=4):
+    obs, _ = env.reset(seed=0, options={"shape": "decode-16"})
+    for _ in range(n):
+        legal = np.flatnonzero(obs["action_mask"][:-2])
+        obs, *_ = env.step(int(legal[len(legal) // 2]))
+    return obs
+
+
+def test_the_env_pickles_and_deep_copies_without_its_worker(discrete):
+    import copy
+    import pickle
+    _play(discrete)
+    for twin in (pickle.loads(pickle.dumps(discrete)), copy.deepcopy(discrete)):
+        a, b = twin.unwrapped, discrete.unwrapped
+        assert a.actions == b.actions and a.state.program.text == b.state.program.text
+        assert a.evaluator._worker is None, "a copy must not hold the original's worker"
+        obs, reward, *_ = twin.step(len(a.catalog) - 2)  # undo
+        assert a.actions[-1] == "undo()" and b.actions[-1] != "undo()"
+        twin.close()
+
+
+def test_fork_is_independent_and_shares_the_evaluator(discrete):
+    _play(discrete)
+    core = discrete.unwrapped
+    fork = core.fork()
+    assert fork.evaluator is core.evaluator and not fork._owns_evaluator
+    before = list(core.actions)
+    fork.step(len(fork.catalog) - 2)
+    assert core.actions == before and fork.actions == before + ["undo()"]
+    assert core.history, "test setup: the walk took no step"
+    assert fork.state.program.text == core.history[-1].program.text
+
+
+def test_env_state_is_plain_data_and_replays(discrete):
+    import json
+
+    from argus_env.envs.kernel_env import KernelEnv
+    _play(discrete, 5)
+    discrete.step(10 ** 6)  # a refused action is part of the state too
+    state = json.loads(json.dumps(discrete.unwrapped.env_state()))
+    again = KernelEnv.from_env_state(state, correctness="none")
+    try:
+        assert again.actions == discrete.unwrapped.actions
+        assert again.state.program.text == discrete.unwrapped.state.program.text
+        assert again.best_frac == discrete.unwrapped.best_frac
+    finally:
+        again.close()
