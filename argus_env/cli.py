@@ -448,7 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     val = command("validate", _bench_cmd("cmd_validate"), "replay episode records and report "
                   "where they diverge",
                   "RECORD is a results file (JSONL, every line replayed) or an `argus run` "
-                  "record (JSON). Each record is replayed from its actions in a fresh env (same "
+                  "record (JSON). Each record is first checked as data (known fields and types, a "
+                  "registered env id, known shape, hardware and reward names; one that fails is "
+                  "not replayed), then replayed from its actions in a fresh env (same "
                   "env id, mode, measure, hardware, seed and shape); every reward, invariant "
                   "report and measurement is compared, then the final program. Exits 1 at the "
                   "first divergence, printing it. Agents that reset several times record only "
@@ -465,8 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
                  "submitted kernel's fraction of the library (mean over seeds, min-max spread), "
                  "steps to 90% of the best known, invalid-action rate, invariant violations "
                  "met. --check DIR validates a submission folder (results.jsonl, agent.yaml, "
-                 "README.md; templates in argus_env/bench/templates/submission) by replaying "
-                 "every record, and adds it to the leaderboard when it passes.")
+                 "README.md; templates in argus_env/bench/templates/submission): every line is "
+                 "checked as data and against the suite's rules, the lines that pass are "
+                 "replayed, and when all of them replay the submission joins the leaderboard "
+                 "with the figures of the replays.")
     lb.add_argument("results", nargs="*", metavar="RESULTS", help="JSONL files of `argus bench`")
     lb.add_argument("--out", default="leaderboard", help="folder for leaderboard.md/.html")
     lb.add_argument("--check", metavar="DIR", help="a submission folder to replay and add")
@@ -522,6 +526,11 @@ def main(argv=None) -> int:
     except (DSLError, TaskInterfaceError, FileNotFoundError, KeyError, ValueError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"argus: error: {msg}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        if type(e).__name__ != "ModelUnavailable":  # the LLM agent's model: say how to fix
+            raise
+        print(f"argus: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("argus: interrupted: stopped before the end; no partial result was written",

