@@ -6,12 +6,15 @@ and the import `from argus_env import dsl as A`, and exactly one function decora
 attribute access beyond `A.<op>`, dunder names, calls of non-DSL functions, `while`
 loops, comprehensions, ...) is rejected with a `DSLSyntaxError` naming the line and the
 construct. Size limits are enforced with a `DSLLimitError`; they are checked without
-recursion before the recursive parser runs, so no text can overflow the Python stack.
+recursion before the recursive parser runs, so no text can overflow the Python stack,
+and they bound every number literal, so no value is too large to print or convert.
+Names the generated Triton module uses are refused (`RESERVED`, `GENERATED_NAME`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
@@ -25,9 +28,17 @@ _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", as
 _UN = {ast.USub: "-", ast.Invert: "~", ast.Not: "not"}
 assert set(_BIN.values()) == set(BIN_OPS)
 
-#: Names a program may not bind or use: they would shadow the generated code's modules.
-RESERVED = frozenset({"tl", "triton", "torch", "NUM_SMS", "TensorDescriptor", "grid",
-                      "bind_sizes", "check_tensors", "num_sms", "range", "min", "max"})
+#: Names a program may not bind or use: the generated module's imports, runtime helpers
+#: and launch locals, the builtins it calls, and the names Triton's interpreter adds to a
+#: kernel's code (3.6-3.9). A DSL name equal to one would shadow it.
+RESERVED = frozenset({"tl", "triton", "torch", "TensorDescriptor", "bind_sizes",
+                      "check_tensors", "num_sms", "wide_offsets", "NUM_SMS", "grid", "range",
+                      "min", "max", "interpreter_semantic", "_InterpreterComparison"})
+
+#: The shapes of the names generated per tensor, kernel and launch (`a_ptr`, `stride_am`,
+#: `I64_a`, `a_desc`, `a_desc_64x32`, `gemm_kernel`, `moe_kernel_2`, `grid_1`).
+GENERATED_NAME = re.compile(r"\w*_ptr|\w*_desc(_\d+(x\d+)*)?|\w*_kernel(_\d+)?|stride_\w*"
+                            r"|I64_\w*|grid_\d+")
 
 #: What each rejected Python construct is called in error messages, with a hint.
 _REJECTED = {
@@ -59,6 +70,8 @@ class Limits:
     max_depth: int = 6
     max_unroll: int = 64  # product of nested `A.static_range` trip counts
     max_expr_depth: int = 100  # nesting of one expression (`-(-(-x))`, `1 + 1 + ...`)
+    max_int_bits: int = 64  # an integer literal's magnitude is below 2**max_int_bits
+    max_literal_chars: int = 100  # the spelling of one number literal
 
 
 DEFAULT_LIMITS = Limits()
@@ -76,6 +89,10 @@ def parse_program(text: str, filename: str = "<program>", line_offset: int = 0,
     try:
         tree = ast.parse(text, filename=filename)
     except SyntaxError as e:
+        if "Exceeds the limit" in str(e.msg) and "digits" in str(e.msg):
+            raise DSLLimitError(f"a number literal has too many digits ({e.msg.split(';')[0]}); "
+                                f"integer literals must fit in {limits.max_int_bits} bits",
+                                (e.lineno or 0) + line_offset, e.offset or 0, filename) from None
         raise DSLSyntaxError(f"invalid syntax: {e.msg}", (e.lineno or 0) + line_offset,
                              e.offset or 0, filename) from None
     except UnicodeEncodeError as e:  # a lone surrogate: no source file can hold it
@@ -90,6 +107,15 @@ def parse_program(text: str, filename: str = "<program>", line_offset: int = 0,
     if count > limits.max_nodes:
         raise DSLLimitError(f"program has {count} syntax nodes; the limit is {limits.max_nodes}",
                             filename=filename)
+    big = _oversized_number(tree, limits)
+    if big is not None:
+        bits = abs(big.value).bit_length() if isinstance(big.value, int) else 0
+        what = (f"an integer literal of {bits} bits; integer literals must fit in "
+                f"{limits.max_int_bits} bits" if bits > limits.max_int_bits else
+                f"a number literal of {big.end_col_offset - big.col_offset} characters; the "
+                f"limit is {limits.max_literal_chars}")
+        raise DSLLimitError(f"{what}: `{_Parser.snippet_of(text, big)}`",
+                            big.lineno + line_offset, big.col_offset, filename)
     deep = _too_deep(tree, limits.max_expr_depth)
     if deep is not None:
         raise DSLLimitError(f"an expression nests more than {limits.max_expr_depth} deep: "
@@ -97,6 +123,24 @@ def parse_program(text: str, filename: str = "<program>", line_offset: int = 0,
                             getattr(deep, "lineno", 0) + line_offset,
                             getattr(deep, "col_offset", 0), filename)
     return _Parser(text, filename, line_offset, limits).module(tree)
+
+
+def _oversized_number(tree: ast.AST, limits: Limits) -> ast.Constant | None:
+    """The first number literal too large to be a kernel value: an integer past
+    `max_int_bits` bits (a hex literal of thousands of digits, which Python parses but
+    cannot print), or one spelled in more than `max_literal_chars` characters. Such values
+    reached the checker and the emitter, where printing or converting them failed."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or isinstance(node.value, (bool, str, bytes)) \
+                or node.value is None or node.value is Ellipsis:
+            continue
+        v = node.value
+        if isinstance(v, int) and abs(v).bit_length() > limits.max_int_bits:
+            return node
+        if node.end_lineno != node.lineno or \
+                node.end_col_offset - node.col_offset > limits.max_literal_chars:
+            return node
+    return None
 
 
 def _too_deep(tree: ast.AST, limit: int) -> ast.expr | None:
@@ -159,10 +203,12 @@ class _Parser:
         if name.startswith("__"):
             raise self.error(node, f"dunder name `{name}` is not allowed in a DSL program")
         if name in RESERVED or name == self.alias:
-            raise self.error(node, f"name `{name}` is reserved and cannot be used as a variable")
-        if name.endswith(("_ptr", "_desc", "_kernel")) or name.startswith("stride_"):
+            raise self.error(node, f"name `{name}` is reserved (the generated Triton module "
+                             "uses it) and cannot be used in a DSL program")
+        if GENERATED_NAME.fullmatch(name):
             raise self.error(node, f"name `{name}` is reserved for generated code (names ending "
-                             "in _ptr, _desc or _kernel, or starting with stride_)")
+                             "in _ptr, _desc[_<shape>] or _kernel[_<n>], starting with stride_ "
+                             "or I64_, and grid_<n>)")
         return name
 
     # ------------------------------------------------------------ module and kernel

@@ -44,13 +44,13 @@ class AotResult:
         return asdict(self)
 
 
-def _wide_flags(sig: dict[str, str], wide) -> dict[str, bool]:
-    """The `I64_<tensor>` constexprs: True for the tensors in `wide` (or all, if True)."""
-    flags = {n: (wide is True or n[len("I64_"):] in wide) for n in sig if n.startswith("I64_")}
-    unknown = set() if wide is True else set(wide) - {n[len("I64_"):] for n in flags}
+def _wide_flags(names: dict[str, str], wide) -> dict[str, bool]:
+    """The `I64_<tensor>` constexprs (`names`: tensor -> flag): True for the tensors in
+    `wide` (or all, if True)."""
+    unknown = set() if wide is True else set(wide) - set(names)
     if unknown:
         raise ValueError(f"wide: {sorted(unknown)} are not pointer tensors of the kernel")
-    return flags
+    return {flag: wide is True or tensor in wide for tensor, flag in names.items()}
 
 
 def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
@@ -61,14 +61,14 @@ def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
 
     from ..dsl.semantic import launches
     from .build import load_module
-    from .module import kernel_signature
+    from .module import kernel_signature, wide_flags
 
     module = load_module(program, interpret=False)
     sig = kernel_signature(program)
     consts = dict(program.kernel.consts)
     if "NUM_SMS" in sig:
         consts["NUM_SMS"] = num_sms
-    consts.update(_wide_flags(sig, wide))
+    consts.update(_wide_flags(wide_flags(program), wide))
     options = {"num_warps": program.kernel.option("num_warps", 4)}
     if program.kernel.option("num_stages") is not None:
         options["num_stages"] = program.kernel.option("num_stages")

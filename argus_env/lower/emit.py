@@ -94,28 +94,58 @@ def _and(parts: list[ast.expr]) -> ast.expr | None:
     return out
 
 
+class Names:
+    """The names generated per tensor, each distinct from every name the program uses and
+    from one another: a readable name already taken (`stride_am` of tensor `a` with dim
+    `M`, and of tensor `am` with dim `"M"`... or of dims `M` and `m`) gets a number."""
+
+    def __init__(self, taken):
+        self.taken = set(taken)
+
+    def fresh(self, want: str) -> str:
+        name, n = want, 1
+        while name in self.taken:
+            n += 1
+            name = f"{want}_{n}"
+        self.taken.add(name)
+        return name
+
+
+def program_names(kernel: ir.Kernel) -> set[str]:
+    """Every name the DSL program binds or reads, its kernel's name included."""
+    names = {kernel.name, *(p.name for p in kernel.params), *kernel.sizes}
+    for node in walk(kernel):
+        if isinstance(node, ir.Name):
+            names.add(node.id)
+        elif isinstance(node, ir.Assign):
+            names.update(node.targets)
+        elif isinstance(node, ir.For):
+            names.add(node.var)
+    return names
+
+
 @dataclass
 class TensorArgs:
-    """How one global tensor reaches the kernel."""
+    """How one global tensor reaches the kernel, under names taken from `names`."""
 
     param: ir.Param
+    names: Names
     pointer: bool = False             # passed as base pointer + strides
     descriptors: dict[tuple[int, ...], str] = field(default_factory=dict)  # block -> name
     blocks: dict[str, list[ir.Expr]] = field(default_factory=dict)  # name -> block dims (DSL)
+    ptr: str = field(init=False)
+    strides: list[str] = field(init=False)
+    wide: str = field(init=False)     # the constexpr flag for 64-bit outermost offsets
 
-    @property
-    def ptr(self) -> str:
-        return f"{self.param.name}_ptr"
+    def __post_init__(self):
+        name, dims = self.param.name, self.param.dims
+        self.ptr = self.names.fresh(f"{name}_ptr")
+        self.strides = [self.names.fresh(f"stride_{name}" + (
+            d.lower() if dims.count(d) == 1 else str(i))) for i, d in enumerate(dims)]
+        self.wide = self.names.fresh(f"I64_{name}")
 
     def stride(self, dim: int) -> str:
-        dims = self.param.dims
-        suffix = dims[dim].lower() if dims.count(dims[dim]) == 1 else str(dim)
-        return f"stride_{self.param.name}{suffix}"
-
-    @property
-    def wide(self) -> str:
-        """The constexpr flag that makes this tensor's outermost offsets 64-bit."""
-        return f"I64_{self.param.name}"
+        return self.strides[dim]
 
     @property
     def outer_stride(self) -> str:
@@ -351,6 +381,7 @@ class KernelEmitter:
             name = f"{ta.param.name}_desc"
             if ta.descriptors:
                 name += "_" + "x".join(map(str, full))
+            name = ta.names.fresh(name)
             blocks = [_block_len(self.defs.resolve(i), self.defs) if shape_of(it) else ir.Const(1)
                       for i, it in zip(ref_e.index, ref.index_types)]
             ta.descriptors[full] = name
@@ -433,7 +464,8 @@ def wrap_call(line: str, width: int = MAX_LINE) -> list[str]:
     if isinstance(stmt, ast.Assign):
         target = stmt.targets[0]
         names = target.elts if isinstance(target, ast.Tuple) else [target]
-        head = ", ".join(ast.unparse(n) for n in names) + " = "
+        one = isinstance(target, ast.Tuple) and len(names) == 1  # `n, = ...` keeps its comma
+        head = ", ".join(ast.unparse(n) for n in names) + ("," if one else "") + " = "
     out = [f"{indent}{head}{ast.unparse(call.func)}("]
     out += [f"{indent}    {ast.unparse(a)}," for a in call.args]
     out += [f"{indent}    {k.arg}={ast.unparse(k.value)}," for k in call.keywords]

@@ -240,6 +240,17 @@ REJECTED = [
      r"name `x_ptr` is reserved"),
     ("reserved-dim", module(signature='def scale(x: A.Tensor[A.f32, "stride_n"]):  #!\n'),
      r"name `stride_n` is reserved"),
+    ("reserved-helper-kernel", module(signature="def wide_offsets():  #!\n"),
+     r"name `wide_offsets` is reserved"),
+    ("reserved-helper-local", body("bind_sizes = offs  #!"), r"name `bind_sizes` is reserved"),
+    ("reserved-wide-flag", body("I64_x = 1  #!"), r"name `I64_x` is reserved for generated"),
+    ("reserved-launch-kernel", body("scale_kernel_1 = 1  #!"),
+     r"name `scale_kernel_1` is reserved for generated"),
+    ("reserved-shaped-desc", body("x_desc_64x32 = 1  #!"),
+     r"name `x_desc_64x32` is reserved for generated"),
+    ("reserved-second-grid", body("grid_1 = 1  #!"), r"name `grid_1` is reserved for generated"),
+    ("reserved-interpreter-name", body("interpreter_semantic = offs  #!"),
+     r"name `interpreter_semantic` is reserved"),
     # unicode
     ("unicode-string", body('z = "é"  #!'), r"str literal is not allowed"),
     ("fullwidth-reserved-name", body("ｔｌ = 1  #!"), r"name `tl` is reserved"),
@@ -340,6 +351,45 @@ def test_non_ascii_identifier_rejected():
 
 
 # ---------------------------------------------------------------- size limits
+# (id, text, regex the message must match): literals whose value cannot be a kernel value
+HUGE_LITERALS = [
+    ("decimal-5000-digits", body("z = " + "1" * 5000 + "  #!"), r"too many digits"),
+    ("decimal-5000-digits-const", module(signature=SIGNATURE.replace(
+        "BLOCK: A.const = 128", "BLOCK: A.const = " + "7" * 5000) .rstrip("\n") + "  #!\n"),
+     r"too many digits"),
+    ("hex-4000-digits", body("z = 0x" + "f" * 4000 + "  #!"), r"integer literal of 16000 bits"),
+    ("hex-const", module(signature=SIGNATURE.replace(
+        "BLOCK: A.const = 128", "BLOCK: A.const = 0x" + "f" * 4000).rstrip("\n") + "  #!\n"),
+     r"integer literal of 16000 bits"),
+    ("kernel-option", module(deco="@A.kernel(num_warps=0x" + "f" * 3000 + ")  #!"),
+     r"integer literal of 12000 bits"),
+    ("just-over-64-bits", body(f"z = {2**64}  #!"), r"integer literal of 65 bits"),
+    ("binary", body("z = 0b1" + "0" * 100 + "  #!"), r"integer literal of 101 bits"),
+    ("float-5000-digits", body("z = 1" + "0" * 5000 + ".0  #!"),
+     r"number literal of 5003 characters; the limit is 100"),
+    ("float-long-fraction", body("z = 0." + "3" * 200 + "  #!"),
+     r"number literal of 202 characters"),
+    ("int-long-spelling", body("z = 0x" + "0" * 200 + "1  #!"), r"number literal of 203 char"),
+]
+
+
+@pytest.mark.parametrize("text, pattern", [pytest.param(t, p, id=i) for i, t, p in HUGE_LITERALS])
+def test_number_literals_are_bounded(text, pattern):
+    with pytest.raises(DSLLimitError, match=pattern) as err:
+        Program.from_text(text, filename="huge.py")
+    assert err.value.line == marked_line(text), (err.value.line, err.value.message[:200])
+    assert err.value.to_dict()["kind"] == "limit"
+    assert len(err.value.message) < 400, "the message quotes the literal, shortened"
+
+
+def test_number_literals_at_the_limit_are_accepted():
+    for literal in (str(2**64 - 1), "-" + str(2**63), "0x" + "f" * 16, "1.7e308", "1e-999",
+                    "1e999", "0." + "3" * 98):
+        assert Program.from_text(body(f"z = {literal}")).name == "scale", literal
+    with pytest.raises(DSLLimitError, match="integer literal of 33 bits"):
+        Program.from_text(body(f"z = {2**32}"), limits=Limits(max_int_bits=32))
+
+
 def test_too_many_characters():
     text = VALID + "# padding\n" * (DEFAULT_LIMITS.max_chars // 10)
     assert len(text) > DEFAULT_LIMITS.max_chars, "test setup: text not long enough"
