@@ -302,26 +302,63 @@ def _task_for(program, name: str | None):
 
 
 def cmd_check(args) -> int:
-    from .check import check_program
+    """Prove a DSL file's invariants at the task's shapes (problem constants bound per shape,
+    as the environment does) and at small ragged ones, or at `--sizes` (merged into the
+    task's first shape). Exits 0 when every check is proven, 1 when any is violated or
+    undecided."""
+    from .check import CheckUnsupported, check_program
     from .dsl.program import Program
     program = Program.from_file(args.file)
     task = _task_for(program, args.task)
-    if args.sizes:
-        sizes = _parse_sizes(args.sizes)
-    elif task is not None:
-        sizes = dict(task.shapes[0].sizes)
-    else:
-        raise ValueError("give the problem sizes with --sizes, e.g. M=4096,N=4096,K=4096")
-    report = check_program(program, sizes, task, method=args.method)
+    cases = _check_cases(task, args.sizes)
+    results = []
+    for label, sizes in cases:
+        bound = task.bind(program, sizes) if task is not None else program
+        try:
+            report = check_program(bound, sizes, task, method=args.method)
+        except CheckUnsupported as e:
+            print(f"argus: error: {e}", file=sys.stderr)
+            return 1
+        results.append((label, sizes, report))
     if args.json:
-        print(report.to_json())
+        print(json.dumps([{"shape": label, "sizes": sizes, "report": r.to_dict()}
+                          for label, sizes, r in results]))
     else:
         where = f" ({task.name} task)" if task else ""
-        print(f"{args.file}{where} at {', '.join(f'{k}={v}' for k, v in sizes.items())}:")
-        print(report.render(limit=args.limit))
-        for note in report.notes:
-            print(f"note: {note}")
-    return 0 if report.ok else 1
+        for label, sizes, report in results:
+            if report.ok and len(results) > 1 and not args.verbose:
+                continue
+            print(f"{args.file}{where} at {label} "
+                  f"({', '.join(f'{k}={v}' for k, v in sizes.items())}):")
+            print(report.render(limit=args.limit))
+            for note in report.notes:
+                print(f"note: {note}")
+        bad = [label for label, _, r in results if not r.ok]
+        print(f"{args.file}{where}: {len(results) - len(bad)} of {len(results)} sizes proven"
+              + (f"; not proven at {', '.join(bad)}" if bad else ""))
+    return 0 if all(r.ok for _, _, r in results) else 1
+
+
+def _check_cases(task, given: str | None) -> list[tuple[str, dict]]:
+    """`--sizes` merged into the task's first shape, or else every shape of the task's suite
+    and its small ragged CPU shapes (the sizes where masks and partial tiles matter)."""
+    if given:
+        sizes = _parse_sizes(given)
+        if task is not None:
+            base = dict(task.shapes[0].sizes)
+            unknown = sorted(set(sizes) - set(base))
+            if unknown:
+                raise ValueError(f"--sizes: {task.name} has no size {unknown[0]!r}; its sizes "
+                                 f"are {', '.join(base)}")
+            sizes = {**base, **sizes}
+        return [("--sizes", sizes)]
+    if task is None:
+        raise ValueError("give the problem sizes with --sizes, e.g. M=4096,N=4096,K=4096")
+    cases = [(c.name, dict(c.sizes)) for c in task.shapes]
+    full = set(task.shapes[0].sizes)
+    cases += [("x".join(map(str, s.values())), dict(s)) for s in task.cpu_shapes
+              if set(s) == full]
+    return cases
 
 
 def cmd_tasks(args) -> int:
@@ -477,12 +514,15 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--print", action="store_true", help="also print the Markdown")
 
     chk = command("check", cmd_check, "prove a DSL file's invariants or print counterexamples",
-                  "Exits 1 when an invariant is violated.")
+                  "By default at every shape of the task's suite and at its small ragged "
+                  "shapes, with the task's problem constants bound per shape. Exits 1 when "
+                  "an invariant is violated or undecided at any of them, 2 on a usage error.")
     chk.add_argument("file")
     chk.add_argument("--task", help="task whose invariants apply (default: found from the "
                      "program's tensors)")
-    chk.add_argument("--sizes", help="problem sizes, e.g. M=4096,N=4096,K=4096 (default: "
-                     "the task's first shape)")
+    chk.add_argument("--sizes", help="problem sizes, e.g. M=4096,N=4096,K=4096, merged into "
+                     "the task's first shape (default: all of the task's shapes)")
+    chk.add_argument("--verbose", action="store_true", help="print every size's report")
     chk.add_argument("--method", default="symbolic", choices=["symbolic", "concrete"])
     chk.add_argument("--json", action="store_true", help="print the report as JSON")
     chk.add_argument("--limit", type=int, default=10, help="violations to print")
@@ -527,6 +567,9 @@ def main(argv=None) -> int:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"argus: error: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `argus check --json | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except RuntimeError as e:
         if type(e).__name__ != "ModelUnavailable":  # the LLM agent's model: say how to fix
             raise
