@@ -52,6 +52,12 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _plain(value) -> str:
+    """A value from a record, as text the console prints as it is (no rich markup)."""
+    from rich.markup import escape
+    return escape(str(value))
+
+
 def _lines_of(path: Path) -> list[tuple[str, dict]]:
     from .results import read_records
     lines = read_records([path])
@@ -73,23 +79,25 @@ def cmd_validate(args) -> int:
                 continue
             divergences = validator.validate(line)
             checked += 1
+            agent, shape, seed = (_plain(line.get(k)) if isinstance(line, dict) else "?"
+                                  for k in ("agent", "shape", "seed"))
             if divergences:
-                console.print(f"[red]{where}[/] ({line.get('agent')}, {line.get('shape')}, seed "
-                              f"{line.get('seed')}): {len(divergences)} divergence(s); first: "
-                              f"{divergences[0]}")
+                console.print(f"[red]{_plain(where)}[/] ({agent}, {shape}, seed {seed}): "
+                              f"{len(divergences)} divergence(s); first: {_plain(divergences[0])}")
                 if args.json:
                     print(json.dumps([d.to_dict() for d in divergences]))
-                for note in drift(line):
-                    console.print(f"  note: the record's {note.field} differs from this checkout's")
+                for note in drift(line) if isinstance(line, dict) else []:
+                    console.print(f"  note: the record's {_plain(note.field)} differs from "
+                                  "this checkout's")
                 return 1
-            console.print(f"[green]ok[/] {where}: {line.get('agent')} on {line.get('shape')} seed "
-                          f"{line.get('seed')}, {len(line.get('actions', []))} actions replayed")
+            console.print(f"[green]ok[/] {_plain(where)}: {agent} on {shape} seed {seed}, "
+                          f"{len(line['actions'])} actions replayed")
             if args.gpu:
                 g = remeasure_on_gpu(line)
                 console.print(f"  gpu: {g.live_tflops or 0:.1f} TFLOP/s live vs "
                               f"{g.recorded_tflops or 0:.1f} recorded (ratio "
                               f"{g.ratio or 0:.3f}); {g.live_frac_anchor:.3f}x library live vs "
-                              f"{g.recorded_frac_anchor:.3f}x recorded {g.error}")
+                              f"{g.recorded_frac_anchor:.3f}x recorded {_plain(g.error)}")
     if not checked:
         raise ValueError("no records to validate")
     console.print(f"{checked} record(s) replay exactly")
@@ -105,16 +113,18 @@ def cmd_leaderboard(args) -> int:
     sources = list(args.results)
     status = 0
     if args.check:
-        console.print(f"[bold]checking submission[/] {args.check} (replaying every record)")
+        console.print(f"[bold]checking submission[/] {_plain(args.check)} (every line checked, "
+                      "then replayed)")
         problems, submitted = check_submission(args.check)
         for p in problems:
-            console.print(f"[red]{p}[/]")
+            console.print(f"[red]{_plain(p)}[/]")
         if problems:
             console.print(f"[red]rejected[/]: {len(problems)} problem(s)")
             status = 1
         else:
-            console.print(f"[green]ok[/]: {len(submitted)} record(s) replay exactly")
-            lines += submitted
+            console.print(f"[green]ok[/]: {len(submitted)} record(s) replay exactly; the board "
+                          "ranks the replays' figures")
+            lines += submitted   # board lines: rebuilt from the replays
             sources.append(str(Path(args.check) / "results.jsonl"))
     if not lines:
         if not args.check:

@@ -128,6 +128,17 @@ def measured_by(env, record) -> str | None:
     return None if m is None else ("model" if m.details.get("table_miss") else m.backend)
 
 
+def line_fields(env, record: EpisodeRecord, *, track: str, budget: int | None, reward,
+                suite: str | None, agent_args: dict) -> dict:
+    """The fields a results line adds to its record, from the env that played it (the
+    bench's run, or a validator's replay, which recomputes them)."""
+    submitted = program_hash(record.final_program) if record.submitted else None
+    return dict(task_uri=task_uri(record.env_id, record.task, record.shape, record.sizes),
+                track=track, budget=budget, reward=reward, suite=suite, agent_args=agent_args,
+                hashes=content_hashes(env, reward), hardware_profile=hardware_profile(env),
+                submitted_program_hash=submitted, final_measured_by=measured_by(env, record))
+
+
 def program_hash(text: str) -> str | None:
     from ..dsl.program import Program
     return Program.from_text(text).hash if text else None
@@ -168,8 +179,8 @@ def read_lines(path: Path) -> list[dict]:
         if text.strip():
             try:
                 out.append(json.loads(text))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not a JSON line: {e}") from None
+            except (json.JSONDecodeError, RecursionError) as e:   # nested past the parser
+                raise ValueError(f"{path}:{n}: not a JSON line: {type(e).__name__}: {e}") from None
     return out
 
 

@@ -62,13 +62,9 @@ class Runner:
         record = module.run(env, args, progress=progress)
         record.seconds = round(time.perf_counter() - t0, 2)
         record.agent = ep.agent   # the leaderboard entry's name (the module's may differ)
-        submitted = R.program_hash(record.final_program) if record.submitted else None
-        line = R.to_line(
-            record, task_uri=R.task_uri(ep.env_id, record.task, record.shape, record.sizes),
-            track=ep.track, budget=c.budget, reward=c.reward, suite=c.name,
-            agent_args=_jsonable(asdict(args)), hashes=R.content_hashes(env, c.reward),
-            hardware_profile=R.hardware_profile(env), submitted_program_hash=submitted,
-            final_measured_by=R.measured_by(env, record))
+        line = R.to_line(record, **R.line_fields(
+            env, record, track=ep.track, budget=c.budget, reward=c.reward, suite=c.name,
+            agent_args=_jsonable(asdict(args))))
         env.close()
         return line
 

@@ -4,13 +4,24 @@
       results.jsonl   lines written by `argus bench` for one agent
       agent.yaml      name, description, authors, suite, agent module and its args
       README.md       how the agent works and how to reproduce the records
+      suite.yaml      optional: the suite, when it is not one of configs/bench
 
-`argus leaderboard --check DIR` accepts a folder when every file is there and filled in,
-every record belongs to the named agent and follows the suite's settings (budget,
-measure, hardware, mode, reward) with no more env steps than the budget, the records
-cover every (env, shape, seed) of the suite exactly once, and every record replays
-without a divergence (`validate.py`). `new_submission(DIR, results)` starts a folder
-from the templates in `templates/submission/`.
+A submission is data from someone else, so nothing in it is run, imported or followed
+out of the folder: the three files must be regular files in it (no links), `suite` is a
+name in `configs/bench` or a YAML file inside the folder, and no string of `args` or of
+a line's `agent_args` names a path outside it (absolute, `~`, `..`, or through a link).
+The agent module is never imported.
+
+`argus leaderboard --check DIR` checks, in order: the files; `agent.yaml`; every line as
+data (`schema.check_line`: known keys and types, a registered env id compared as a
+string); every line against the suite (the submission's agent name, the suite's budget,
+measure, hardware, mode and reward, no more actions than the budget, an episode of the
+suite on its track, each episode once) and the suite covered. Only a line that breaks
+none of these is replayed (`validate.py`), and the submission is accepted when every
+line replays without a divergence. The records it returns are *board lines*: rebuilt
+from the replays, so every figure a leaderboard shows is the replay's.
+`new_submission(DIR, results)` starts a folder from the templates in
+`templates/submission/`.
 """
 
 from __future__ import annotations
@@ -18,13 +29,17 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from . import results as R
+from .schema import NAME, check_line, config_names, short
 
 TEMPLATES = Path(__file__).parent / "templates" / "submission"
 FILES = ("results.jsonl", "agent.yaml", "README.md")
+MAX_BYTES = 64 << 20                               # per file of a submission
 REQUIRED = ("name", "description", "authors", "suite")
+META = {"name": str, "description": str, "authors": list, "url": str, "suite": str,
+        "agent": str, "args": dict}                # agent.yaml: key -> type
 PLACEHOLDER = re.compile(r"<[A-Z][A-Z ,:'.\n]+>")   # "<AGENT NAME>" and the like, from the templates
 
 
@@ -35,6 +50,7 @@ class Problem:
     file: str
     line: int | None
     message: str
+    field: str = ""      # the field at fault (a line's or agent.yaml's); "": the file itself
 
     def __str__(self) -> str:
         return f"{self.file}{f':{self.line}' if self.line else ''}: {self.message}"
@@ -55,82 +71,190 @@ def new_submission(folder: str | Path, results: str | Path | None = None) -> Pat
     return folder
 
 
+# ------------------------------------------------------------------ the folder
+def inside(folder: Path, path: str) -> Path | None:
+    """`folder / path` when it stays in the folder (relative, no `..`, no link out)."""
+    if path.startswith(("/", "\\", "~")) or PureWindowsPath(path).drive:
+        return None
+    pure = PurePosixPath(path.replace("\\", "/"))
+    if ".." in pure.parts:
+        return None
+    try:
+        target = (folder / pure).resolve()
+        return folder / pure if target.is_relative_to(folder.resolve()) else None
+    except (OSError, RuntimeError):   # a link loop
+        return None
+
+
+def escaping(folder: Path, value) -> list[str]:
+    """The strings in `value` (nested) that look like paths and lead out of `folder`."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in escaping(folder, v)]
+    if isinstance(value, list):
+        return [s for v in value for s in escaping(folder, v)]
+    if not isinstance(value, str) or not re.search(r"[/\\]|^~|^\.\.$", value):
+        return []
+    return [] if inside(folder, value) is not None else [value]
+
+
+def _regular(folder: Path, name: str) -> str | None:
+    """Why `folder/name` is not a plain file of the folder (None: it is)."""
+    path = folder / name
+    if not path.exists() and not path.is_symlink():
+        return "missing (see argus_env/bench/templates/submission/)"
+    if path.is_symlink() or not path.is_file() or inside(folder, name) is None:
+        return "must be a regular file in the folder, not a link or a folder"
+    if path.stat().st_size > MAX_BYTES:
+        return f"larger than {MAX_BYTES >> 20} MiB"
+    return None
+
+
 def _meta(folder: Path, problems: list) -> dict:
     import yaml
     try:
         meta = yaml.safe_load((folder / "agent.yaml").read_text()) or {}
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
         problems.append(Problem("agent.yaml", None, f"not YAML: {e}"))
         return {}
     if not isinstance(meta, dict):
         problems.append(Problem("agent.yaml", None, "must be a mapping"))
         return {}
+    for key in sorted(map(str, set(meta) - set(META))):
+        problems.append(Problem("agent.yaml", None, f"unknown key {key!r}; known: "
+                                f"{', '.join(META)}", key))
+    for key, kind in META.items():
+        if key in meta and not isinstance(meta[key], kind):
+            problems.append(Problem("agent.yaml", None, f"{key} must be a {kind.__name__}", key))
     for key in REQUIRED:
         if not meta.get(key):
-            problems.append(Problem("agent.yaml", None, f"missing {key!r}"))
+            problems.append(Problem("agent.yaml", None, f"missing {key!r}", key))
+    if isinstance(meta.get("name"), str) and meta["name"] and not NAME.fullmatch(meta["name"]):
+        problems.append(Problem("agent.yaml", None, f"name {meta['name']!r} must match "
+                                f"{NAME.pattern}", "name"))
+    for s in escaping(folder, meta.get("args")):
+        problems.append(Problem("agent.yaml", None, f"args names a path outside the "
+                                f"submission folder: {s!r}", "args"))
     for name in ("agent.yaml", "README.md"):
-        left = PLACEHOLDER.findall((folder / name).read_text())
+        left = PLACEHOLDER.findall((folder / name).read_text(errors="replace"))
         if left:
             left = sorted({" ".join(x.split()) for x in left})
             problems.append(Problem(name, None, f"template placeholders left: {', '.join(left)}"))
-    return meta
+    return meta if not any(p.field in ("name", "suite") for p in problems) else {}
 
 
-def _rules(lines: list[dict], meta: dict, problems: list) -> None:
-    """Agent name, the suite's settings and budget, and coverage of the suite."""
+def _suite(folder: Path, meta: dict, problems: list):
+    """The suite `agent.yaml` names: one of configs/bench, or a YAML file in the folder."""
     from .config import load_config
+    name = meta.get("suite")
+    if not isinstance(name, str) or not name:
+        return None
+    if NAME.fullmatch(name) and name in config_names("bench"):
+        path = name
+    else:
+        path = inside(folder, name)
+        why = None if path is None else _regular(folder, name)
+        if path is None or why or path.suffix not in (".yaml", ".yml"):
+            problems.append(Problem("agent.yaml", None, f"suite {name!r}: not one of "
+                                    f"{', '.join(config_names('bench'))} nor a YAML file in "
+                                    "the submission folder", "suite"))
+            return None
     try:
-        suite = load_config(meta.get("suite") or "default")
-    except (FileNotFoundError, ValueError) as e:
-        problems.append(Problem("agent.yaml", None, f"suite: {e}"))
-        return
-    want = suite.fingerprint()
+        suite = load_config(path)
+        suite.agents = {meta["name"]: {}}
+        episodes = suite.episodes()
+    except Exception as e:  # noqa: BLE001 - any flaw of a submitted suite is a problem
+        problems.append(Problem("agent.yaml", None, f"suite {name!r}: {type(e).__name__}: {e}",
+                                "suite"))
+        return None
+    return suite, episodes
+
+
+# ------------------------------------------------------------------ the lines
+def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> list[Problem]:
+    """A schema-valid line against the submission's name and suite."""
+    def bad(message: str, field: str) -> Problem:
+        return Problem("results.jsonl", None, message, field)
+    out = []
+    if line["agent"] != meta["name"]:
+        out.append(bad(f"agent {line['agent']!r} is not the submission's name "
+                       f"{meta['name']!r}", "agent"))
+    for key, want in suite.fingerprint().items():
+        if line[key] != want:
+            out.append(bad(f"{key} {line[key]!r} differs from suite {suite.name!r}: {want!r}", key))
+    if line["suite"] != suite.name:
+        out.append(bad(f"suite {line['suite']!r} is not {suite.name!r}", "suite"))
+    if len(line["actions"]) > suite.budget:
+        out.append(bad(f"{len(line['actions'])} actions, over the budget of {suite.budget}",
+                       "actions"))
+    track = tracks.get((line["env_id"], line["shape"]))
+    if track is None or line["seed"] not in suite.seeds:
+        out.append(bad(f"episode {line['env_id']} {line['shape']} seed {line['seed']} is not "
+                       f"one of suite {suite.name!r}", "shape"))
+    elif line["track"] != track:
+        out.append(bad(f"track {line['track']!r}: {line['shape']} is on the {track} track", "track"))
+    out += [bad(f"agent_args names a path outside the submission folder: {s!r}", "agent_args")
+            for s in escaping(folder, line["agent_args"])]
+    return out
+
+
+def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
+    """Check every line before any replay; the numbers of the lines that break a rule."""
+    got = _suite(folder, meta, problems) if meta else None
+    if got is None:
+        problems.append(Problem("results.jsonl", None, "no line is replayed: agent.yaml must "
+                                "name the agent and its suite first"))
+        return set(range(1, len(lines) + 1))
+    suite, episodes = got
+    tracks = {(ep.env_id, ep.shape): ep.track for ep in episodes}
+    broken, have = set(), {}
     for n, line in enumerate(lines, 1):
-        if line.get("agent") != meta.get("name"):
-            problems.append(Problem("results.jsonl", n, f"agent {line.get('agent')!r} is not "
-                                    f"the submission's name {meta.get('name')!r}"))
-        got = {k: line.get(k) for k in want}
-        if got != want:
-            problems.append(Problem("results.jsonl", n, f"settings {got} differ from suite "
-                                    f"{suite.name!r}: {want}"))
-        if int(line.get("env_steps", 0)) > suite.budget:
-            problems.append(Problem("results.jsonl", n, f"{line['env_steps']} env steps, over "
-                                    f"the budget of {suite.budget}"))
-    have: dict = {}
-    for n, line in enumerate(lines, 1):
-        key = (line.get("env_id"), line.get("shape"), line.get("seed"))
-        if key in have:
-            problems.append(Problem("results.jsonl", n, f"episode {key} already on line {have[key]}"))
-        have.setdefault(key, n)
-    suite.agents = {meta.get("name") or "?": {}}
-    for ep in suite.episodes():
+        mine = [Problem("results.jsonl", None, f"{d.field}: expected {d.expected}, got "
+                        f"{short(d.got)}", d.field) for d in check_line(line, extras=True)]
+        if not mine:
+            mine = _line_rules(line, meta, suite, tracks, folder)
+            key = (line["env_id"], line["shape"], line["seed"])
+            if key in have:
+                mine.append(Problem("results.jsonl", None, f"episode {key} already on line "
+                                    f"{have[key]}", "seed"))
+            have.setdefault(key, n)
+        for p in mine:
+            p.line = n
+        problems += mine
+        broken |= {n} if mine else set()
+    for ep in episodes:
         if (ep.env_id, ep.shape, ep.seed) not in have:
             problems.append(Problem("results.jsonl", None, f"missing episode: {ep.env_id} "
                                     f"{ep.track} track, shape {ep.shape}, seed {ep.seed}"))
+    return broken
 
 
 def check_submission(folder: str | Path, progress=None) -> tuple[list[Problem], list[dict]]:
-    """(problems, the records); no problems means the submission is accepted."""
+    """(problems, the board lines of the records that replay); no problems means the
+    submission is accepted. Never raises for anything in the folder."""
     from .validate import Validator
     folder = Path(folder)
     if not folder.is_dir():
         return [Problem(str(folder), None, "no such submission folder")], []
-    problems = [Problem(name, None, "missing (see argus_env/bench/templates/submission/)")
-                for name in FILES if not (folder / name).exists()]
+    problems = [Problem(name, None, why) for name in FILES
+                if (why := _regular(folder, name)) is not None]
     if problems:
         return problems, []
     meta = _meta(folder, problems)
     try:
         lines = R.read_lines(folder / "results.jsonl")
-    except ValueError as e:
+    except (ValueError, UnicodeDecodeError) as e:
         return problems + [Problem("results.jsonl", None, str(e))], []
     if not lines:
         return problems + [Problem("results.jsonl", None, "no records")], []
-    _rules(lines, meta, problems)
-    validator = Validator()
+    broken = _rules(lines, meta, folder, problems)
+    validator, board = Validator(), []
     for n, line in enumerate(lines, 1):
-        for d in validator.validate(line):
-            problems.append(Problem("results.jsonl", n, f"replay diverges: {d}"))
+        if n in broken:
+            continue
+        divergences, accepted = validator.check(line)
+        problems += [Problem("results.jsonl", n, f"replay diverges: {d}", d.field)
+                     for d in divergences]
+        board += [accepted] if accepted else []
         if progress:
             progress(n, len(lines))
-    return problems, lines
+    return problems, board

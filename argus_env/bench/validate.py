@@ -4,18 +4,27 @@
     for d in validate(line):          # a results line, an `argus run` record or an EpisodeRecord
         print(d)                      # step 3: reward: expected 0.1823, got 0.0
 
-`validate` makes a fresh env with the record's env id, mode, measure, hardware, split and
-reward, resets it with the record's seed and shape, applies the recorded actions one by
-one and compares, step by step, the reward (exactly: table and model mode are
-deterministic; within 10% for records timed on a live GPU), the action's label, the invariants the checker reports and the measured
-throughput; then the final program, its throughput, whether it was submitted and the
-return. It returns a list of `Divergence`s (empty: the record is what its actions give)
-and never raises for a mismatch.
+`validate` first checks the line as data (`schema.py`: known keys and types, a registered
+env id compared as a string, known shape, hardware and reward names); a line that fails
+is not replayed. It then makes a fresh env with the record's env id, mode, measure,
+hardware, split and reward, resets it with the record's seed and shape, applies the
+recorded actions one by one and compares every field of the record with the replay's
+but `UNCHECKED`: step by step the reward (exactly: table and model mode are
+deterministic; within 10% for records timed on a live GPU), the action's label, the
+invariants the checker reports and the measured throughput; then every episode field
+(the final program and its figures whatever they are, the best figures, the trace and
+the counters) and the fields the bench adds (`task_uri`, `submitted_program_hash`,
+`final_measured_by`, the budget). It returns a list of `Divergence`s (empty: the record
+is what its actions give) and never raises for a mismatch.
 
 Agents that reset several times (greedy's restarts, every genome of the evolutionary
 search) record only their last episode's actions, and that is the episode replayed; the
-record's `env_steps`, `trace`, best figures and counters span all its episodes, so they
-are compared only for records of a single episode (`env_steps == steps`).
+record's `SPANNING` figures cover every episode, so for such a record (`env_steps >
+steps`) they are checked only for what the replay bounds (each at least the replayed
+episode's). `Validator.check` also returns the *board line*: the line rebuilt from the
+replay, which is what a leaderboard of submitted results ranks, so no figure on a board
+is taken from a submission on trust (for a record of several episodes the board sees the
+replayed episode's own figures).
 
 `drift` lists the provenance hashes of a results line that differ from this checkout's
 (the sources, table or reward changed since): notes that explain a divergence, not
@@ -24,48 +33,52 @@ divergences. `remeasure_on_gpu` times the final program on this machine's GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from ..envs.record import EpisodeRecord, Recorder
 from . import results as R
 from .runner import share
+from .schema import Divergence, check_line, registered_env_ids
 
-SINGLE_EPISODE_FIELDS = ("best_frac_anchor", "best_tflops", "best_program", "trace",
-                         "violations_met", "violations_fixed", "invalid_actions", "env_steps")
+__all__ = ["Divergence", "Validator", "compare", "drift", "remeasure_on_gpu", "validate"]
 
-
-@dataclass
-class Divergence:
-    """One way a replay differs from its record."""
-
-    step: int | None     # 1-based step of the replayed episode; None: the episode as a whole
-    field: str           # "reward", "action", "invariants", "tflops", "final_program", ...
-    expected: Any        # what the record says
-    got: Any             # what the replay gives
-
-    def __str__(self) -> str:
-        where = f"step {self.step}" if self.step is not None else "episode"
-        return f"{where}: {self.field}: expected {_short(self.expected)}, got {_short(self.got)}"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _short(v, n: int = 120) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[: n - 3] + "..."
+#: per-step lists and the name their divergences carry
+PER_STEP = {"rewards": "reward", "action_labels": "action", "step_invariants": "invariants",
+            "step_tflops": "tflops"}
+#: figures that span every episode of an agent that resets
+SPANNING = ("best_frac_anchor", "best_tflops", "best_program", "trace", "violations_met",
+            "violations_fixed", "invalid_actions", "env_steps")
+#: not replayable and read by no board: timings, the recording machine's package
+#: versions, the agent's own notes (an LLM's prompts); `actions` are the replay's input
+UNCHECKED = ("seconds", "created", "versions", "transcript", "actions")
+#: what live GPU timings may change: which of two programs within 10% was the best
+TIMING_DEPENDENT = ("best_program",)
+#: fields of a submitted line a board line keeps as they are (no board reads them)
+CARRIED = ("seconds", "created", "transcript", "agent_args", "suite")
 
 
 def _same(a, b, approx: bool = False) -> bool:
-    """Equal; with `approx` (live GPU timings) floats within 10% or 0.05 match."""
+    """Equal; with `approx` (live GPU timings) floats within 10% or 0.05 match, in lists
+    (a trace) too."""
     if isinstance(a, float) and isinstance(b, float):
         if math.isnan(a) and math.isnan(b):
             return True
         if approx:
             return math.isclose(a, b, rel_tol=0.10, abs_tol=0.05)
+    if approx and isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y, approx) for x, y in zip(a, b))
     return a == b
+
+
+@dataclass
+class Replay:
+    """A record, what its actions give in a fresh env, and the bench's fields for it."""
+
+    rec: EpisodeRecord
+    got: EpisodeRecord
+    fields: dict          # `results.line_fields` of the replay
 
 
 class Validator:
@@ -78,66 +91,73 @@ class Validator:
         self._evaluators: dict = {}
 
     def make_env(self, env_id: str, rec: EpisodeRecord, split: str, reward):
+        """An env of a registered id (the registry's own string goes to `gym.make`)."""
         import gymnasium as gym
 
         import argus_env  # noqa: F401
+        known = next((k for k in registered_env_ids() if k == env_id), None)
+        if known is None:
+            raise ValueError(f"{env_id!r} is not a registered env id")
         kwargs = dict(mode=rec.mode, measure=rec.measure, hardware=rec.hardware, split=split,
                       reward=reward, max_episode_steps=max(len(rec.actions), 1))
-        env = gym.make(env_id, **kwargs)
+        env = gym.make(known, **kwargs)
         if self.share:
             share(env, self._evaluators)
         return env
 
-    def replay(self, line: dict | EpisodeRecord) -> tuple[EpisodeRecord, EpisodeRecord]:
-        """(the record, the record its actions give in a fresh env)."""
-        rec = line if isinstance(line, EpisodeRecord) else R.record_of(line)
-        extra = {} if isinstance(line, EpisodeRecord) else line
-        split = extra.get("track") or rec.split or "all"
-        env = self.make_env(rec.env_id, rec, split, extra.get("reward", "default"))
+    def replay(self, line: dict) -> Replay:
+        """Play a line's actions in a fresh env; the line must have passed `check_line`."""
+        rec = R.record_of(line)
+        split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
+        env = self.make_env(rec.env_id, rec, split, reward)
         try:
             shape = rec.shape if rec.shape != "custom" else dict(rec.sizes)
             obs, info = env.reset(seed=rec.seed, options={"shape": shape})
             again = Recorder(env, rec.agent, rec.seed)
             again.start(info)
             for action in rec.actions:
-                obs, reward, terminated, truncated, info = env.step(action)
-                again.step(action, reward, info)
+                obs, reward_, terminated, truncated, info = env.step(action)
+                again.step(action, reward_, info)
                 if terminated:
                     break
+            fields = R.line_fields(env, again.rec, track=split, budget=line.get("budget"),
+                                   reward=reward, suite=line.get("suite"),
+                                   agent_args=line.get("agent_args", {}))
         finally:
             env.close()
-        return rec, again.rec
+        return Replay(rec, again.rec, fields)
+
+    def check(self, line: dict | EpisodeRecord) -> tuple[list[Divergence], dict | None]:
+        """(divergences, the board line: the line rebuilt from its replay; None unless
+        the line validates)."""
+        line = json_line(line)
+        problems = check_line(line)
+        if problems:
+            return problems, None
+        try:
+            r = self.replay(line)
+        except Exception as e:  # a record the env cannot even replay is one divergence
+            return [Divergence(None, "replay", "a replayable episode", f"{type(e).__name__}: {e}")], None
+        out = compare(r.rec, r.got) + compare_fields(line, r)
+        return out, (None if out else board_line(line, r))
 
     def validate(self, line: dict | EpisodeRecord) -> list[Divergence]:
-        try:
-            rec, got = self.replay(line)
-        except Exception as e:  # a record the env cannot even replay is one divergence
-            return [Divergence(None, "replay", "a replayable episode", f"{type(e).__name__}: {e}")]
-        out = compare(rec, got)
-        if isinstance(line, dict) and "submitted_program_hash" in line:
-            h = R.program_hash(got.final_program) if got.submitted else None
-            if h != line["submitted_program_hash"]:
-                out.append(Divergence(None, "submitted_program_hash",
-                                      line["submitted_program_hash"], h))
-        return out
+        return self.check(line)[0]
+
+
+def json_line(line: dict | EpisodeRecord) -> dict:
+    """A record as the JSON mapping a results line is (an `EpisodeRecord` as written)."""
+    import json
+    return json.loads(line.to_json()) if isinstance(line, EpisodeRecord) else line
 
 
 def compare(rec: EpisodeRecord, got: EpisodeRecord) -> list[Divergence]:
-    """Step by step, then the episode's end; see the module docstring."""
-    out = []
+    """Step by step, then every episode field but `UNCHECKED`; see the module docstring."""
     approx = rec.measure == "gpu"   # live timings: only table and model replay exactly
-    if rec.sizes and dict(rec.sizes) != dict(got.sizes):
-        out.append(Divergence(None, "sizes", rec.sizes, got.sizes))
-    if not (len(rec.actions) == len(rec.rewards) == rec.steps):
-        out.append(Divergence(None, "steps", f"{len(rec.actions)} actions, {rec.steps} steps",
-                              f"{len(rec.rewards)} rewards"))
-    per_step = (("reward", rec.rewards, got.rewards), ("action", rec.action_labels, got.action_labels),
-                ("invariants", rec.step_invariants, got.step_invariants),
-                ("tflops", rec.step_tflops, got.step_tflops))
+    out = []
     for i in range(len(rec.actions)):
-        for name, want, have in per_step:
-            if not want and name in ("invariants", "tflops"):
-                continue   # a record from before these fields existed
+        for key, name in PER_STEP.items():
+            want, have = getattr(rec, key), getattr(got, key)
             w = want[i] if i < len(want) else "<missing>"
             h = have[i] if i < len(have) else "<no such step: the replay ended>"
             if not _same(w, h, approx):
@@ -145,32 +165,71 @@ def compare(rec: EpisodeRecord, got: EpisodeRecord) -> list[Divergence]:
     if len(got.actions) < len(rec.actions):
         out.append(Divergence(len(got.actions), "terminated", "more steps after this one",
                               "the episode ended (submit)"))
-    end = [("submitted", rec.submitted, got.submitted), ("return", rec.return_, got.return_)]
-    if rec.final_program:
-        end += [("final_program", rec.final_program, got.final_program),
-                ("final_tflops", rec.final_tflops, got.final_tflops),
-                ("final_frac_anchor", rec.final_frac_anchor, got.final_frac_anchor)]
-    if rec.env_steps == rec.steps and not approx:
-        end += [(f, getattr(rec, f), getattr(got, f)) for f in SINGLE_EPISODE_FIELDS]
-    for name, want, have in end:
+    single = rec.env_steps == rec.steps
+    for f in dataclasses.fields(EpisodeRecord):
+        if f.name in UNCHECKED or f.name in PER_STEP or (f.name in SPANNING and not single) \
+                or (approx and f.name in TIMING_DEPENDENT):
+            continue
+        want, have = getattr(rec, f.name), getattr(got, f.name)
         if not _same(want, have, approx):
-            out.append(Divergence(None, name, want, have))
+            out.append(Divergence(None, "return" if f.name == "return_" else f.name, want, have))
+    return out + ([] if single else spanning(rec, got, approx))
+
+
+def spanning(rec: EpisodeRecord, got: EpisodeRecord, approx: bool = False) -> list[Divergence]:
+    """What the replayed last episode bounds of figures that span several episodes: each
+    at least the replay's (a best over more steps is no lower, a count no smaller)."""
+    slack = (lambda v: v * 0.9 - 0.05) if approx else (lambda v: v)
+    claims = [("best_frac_anchor", rec.best_frac_anchor, got.best_frac_anchor),
+              ("best_tflops", rec.best_tflops, got.best_tflops),
+              ("invalid_actions", rec.invalid_actions, got.invalid_actions),
+              ("violations_fixed", rec.violations_fixed, got.violations_fixed)]
+    claims += [(f"violations_met.{k}", rec.violations_met.get(k, 0), n)
+               for k, n in got.violations_met.items()]
+    tail = rec.trace[len(rec.trace) - len(got.trace):] if got.trace else []
+    claims += [(f"trace at env step {t[0]}", t[1], g[1]) for t, g in zip(tail, got.trace)]
+    out = []
+    for name, claim, floor in claims:
+        if floor is not None and (claim is None or claim < slack(floor)):
+            out.append(Divergence(None, name, f"at least the replayed episode's {floor!r}", claim))
+    return out
+
+
+def compare_fields(line: dict, r: Replay) -> list[Divergence]:
+    """The bench's fields of a line that its replay decides."""
+    out = []
+    for key in ("task_uri", "submitted_program_hash", "final_measured_by"):
+        if key in line and line[key] != r.fields[key]:
+            out.append(Divergence(None, key, line[key], r.fields[key]))
+    if line.get("budget") is not None and len(r.rec.actions) > line["budget"]:
+        out.append(Divergence(None, "budget", f"at most {line['budget']} actions",
+                              len(r.rec.actions)))
+    return out
+
+
+def board_line(line: dict, r: Replay) -> dict:
+    """The line a board ranks: the replay's record and bench fields, and the `CARRIED`
+    fields of the submitted line, which no board reads."""
+    out = R.to_line(r.got, **r.fields)
+    out.update({k: line[k] for k in CARRIED if k in line})
     return out
 
 
 def validate(line: dict | EpisodeRecord) -> list[Divergence]:
-    """Replay one record in a fresh env; see the module docstring."""
+    """Check one record as data, then replay it in a fresh env; see the module docstring."""
     return Validator(share_evaluations=False).validate(line)
 
 
 def drift(line: dict) -> list[Divergence]:
-    """Provenance hashes of a results line that differ from this checkout's."""
+    """Provenance hashes of a results line that differ from this checkout's (none for a
+    line that fails `check_line`: nothing is made from it)."""
     import gymnasium as gym
 
     import argus_env  # noqa: F401
-    if "hashes" not in line:
+    if "hashes" not in line or check_line(line):
         return []
-    env = gym.make(line["env_id"], measure=line["measure"], hardware=line["hardware"])
+    env_id = next(k for k in registered_env_ids() if k == line["env_id"])
+    env = gym.make(env_id, measure=line["measure"], hardware=line["hardware"])
     now = R.content_hashes(env, line.get("reward", "default"))
     env.close()
     return [Divergence(None, f"hashes.{k}", v, now.get(k)) for k, v in line["hashes"].items()
@@ -194,6 +253,9 @@ def remeasure_on_gpu(line: dict | EpisodeRecord) -> GpuCheck:
     from ..dsl.program import Program
     from ..measure.backends import make_backend
     from ..task import get_task
+    problems = check_line(json_line(line))
+    if problems:
+        return GpuCheck(None, None, None, 0.0, 0.0, f"not a valid record: {problems[0]}")
     rec = line if isinstance(line, EpisodeRecord) else R.record_of(line)
     text = rec.final_program or rec.best_program
     recorded = rec.final_tflops if rec.final_program else rec.best_tflops

@@ -38,3 +38,80 @@ def tiny_results(tiny_config, tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "8 episode(s) run" in proc.stdout, proc.stdout
     return out / "tiny.jsonl"
+
+
+#: a suite of one episode, for checking submissions one line at a time
+PROBE = """\
+name: probe
+envs: [Argus-GEMM-v0]
+tracks: [train]
+shapes:
+  Argus-GEMM-v0: {train: [decode-16]}
+seeds: [0]
+budget: 8
+measure: table
+hardware: h200
+agents: {random: {}, evolutionary: {population: 3, genome_length: 2}}
+"""
+
+
+@pytest.fixture(scope="session")
+def probe_lines(tmp_path_factory) -> dict:
+    """The probe suite's results line of an agent that plays one episode (random), of one
+    that resets for every genome (evolutionary), and a random episode of a longer budget
+    (12 env steps, "long")."""
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    path = tmp_path_factory.mktemp("probe") / "probe.yaml"
+    path.write_text(PROBE)
+    cfg = load_config(path)
+    runner = Runner(cfg, path.parent)
+    lines = {a: runner.play(Episode(a, "Argus-GEMM-v0", "train", "decode-16", 0)) for a in cfg.agents}
+    long = Runner(load_config(path, budget=12), path.parent)
+    lines["long"] = long.play(Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0))
+    assert lines["long"]["steps"] > cfg.budget, lines["long"]["steps"]
+    assert lines["random"]["env_steps"] == lines["random"]["steps"], lines["random"]["env_steps"]
+    assert lines["evolutionary"]["env_steps"] > lines["evolutionary"]["steps"], "no restart"
+    return lines
+
+
+SHARED_EVALUATIONS: dict = {}
+
+
+@pytest.fixture
+def shared_evaluations(monkeypatch):
+    """Validators that share one evaluator per backend across the tests (its answers are
+    computed from the programs, never read from a record: sharing only saves time)."""
+    from argus_env.bench import validate as V
+
+    class Shared(V.Validator):
+        def __init__(self, share_evaluations: bool = True):
+            super().__init__(True)
+            self._evaluators = SHARED_EVALUATIONS
+    monkeypatch.setattr(V, "Validator", Shared)
+
+
+@pytest.fixture
+def submission(tmp_path, monkeypatch):
+    """Writes a submission folder of `lines` under the probe suite (its suite.yaml) and
+    makes it the working directory, as for someone checking it from inside."""
+    import itertools
+    import json
+
+    import yaml
+    count = itertools.count()
+
+    def make(lines: list[dict], **meta) -> Path:
+        folder = tmp_path / f"submission{next(count)}"
+        folder.mkdir()
+        (folder / "suite.yaml").write_text(PROBE)
+        (folder / "results.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+        agent = lines[0]["agent"] if lines and isinstance(lines[0].get("agent"), str) else "x"
+        fields = dict(name=agent, description="a probe", authors=["Argus"], suite="suite.yaml",
+                      agent=agent, args={})
+        (folder / "agent.yaml").write_text(yaml.safe_dump({**fields, **meta}))
+        (folder / "README.md").write_text("# A probe\n\nHow it was made: `argus bench`.\n")
+        monkeypatch.chdir(folder)
+        return folder
+    return make

@@ -137,8 +137,9 @@ def _submission(lines, root: Path, suite: Path, agent: str = "greedy") -> Path:
             if ln["agent"] == agent:
                 f.write(json.dumps(ln) + "\n")
     meta = yaml.safe_load((folder / "agent.yaml").read_text())
+    shutil.copy(suite, folder / "suite.yaml")           # a suite travels inside the folder
     meta.update(name=agent, description="greedy hill-climbing with restarts", authors=["Argus"],
-                suite=str(suite), agent=agent)
+                suite="suite.yaml", agent=agent)
     (folder / "agent.yaml").write_text(yaml.safe_dump(meta))
     readme = (folder / "README.md").read_text()
     (folder / "README.md").write_text(PLACEHOLDER.sub("filled in", readme))

@@ -50,9 +50,9 @@ def test_an_edited_action_list_is_caught(lines):
     assert {d.field for d in got} & {"action", "reward", "tflops", "final_program"}, got
 
     shorter = copy.deepcopy(lines[0])
-    del shorter["actions"][-1]           # the submit
+    del shorter["actions"][-1]           # the submit: fewer actions than steps and rewards
     got = validate(shorter)
-    assert any(d.field == "steps" for d in got) and any(d.field == "submitted" for d in got), got
+    assert [d.field for d in got] == ["steps"] and got[0].step is None, got
 
 
 @pytest.mark.slow
@@ -71,11 +71,20 @@ def test_an_agent_that_resets_is_validated_on_its_last_episode():
     assert [d.field for d in validate(line)] == ["final_frac_anchor"]
 
 
-def test_a_record_that_cannot_replay_is_one_divergence():
+@pytest.mark.slow
+def test_a_record_that_cannot_replay_is_one_divergence(lines):
+    line = dict(lines[0], shape="custom", sizes={"M": 16, "N": 4096, "K": 0})
+    got = validate(line)
+    assert len(got) == 1 and got[0].field == "replay" and "K" in got[0].got, got
+
+
+def test_a_record_outside_the_schema_is_not_replayed():
     got = validate({"env_id": "Argus-GEMM-v0", "task": "gemm", "shape": "no-such-shape",
                     "sizes": {}, "agent": "x", "seed": 0, "mode": "discrete",
                     "measure": "table", "hardware": "h200", "actions": [0]})
-    assert len(got) == 1 and got[0].field == "replay" and "no-such-shape" in got[0].got, got
+    assert got and all(d.step is None for d in got), got
+    assert {d.field for d in got} >= {"rewards", "final_program"}, "missing fields are named"
+    assert all(d.got == "missing" for d in got), [str(d) for d in got]
 
 
 @pytest.mark.slow

@@ -1,0 +1,162 @@
+"""Every figure a leaderboard shows for a submission comes from the replay, or the line is
+rejected: each field a board reads, forged in a checked submission, leaves the board as
+the honest submission gives it or gets the submission rejected; and a line that breaks
+a rule is never replayed."""
+
+import copy
+
+import pytest
+
+from argus_env.bench import leaderboard as L
+from argus_env.bench import validate as V
+from argus_env.bench.submission import check_submission
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_evaluations")]
+
+
+class Spy(dict):
+    """A line that notes which of its fields are read."""
+
+    def __init__(self, line: dict, seen: set):
+        super().__init__(line)
+        self.seen = seen
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return super().get(key, default)
+
+
+def read_by_board(line: dict) -> set:
+    seen: set = set()
+    L.build([Spy(line, seen)])
+    return seen
+
+
+OTHER = {"env_id": "Argus-Attention-v0", "shape": "ragged-3000", "track": "test",
+         "split": "test", "measure": "model", "hardware": "h100", "agent": "someone-else"}
+
+
+def forged(key: str, value):
+    """A different value of the same type (for a name, another the project knows)."""
+    if key in OTHER:
+        return OTHER[key]
+    if key == "final_measured_by":
+        return "model" if value == "table" else "table"
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if value is None:
+        return 1.0
+    if key == "trace":
+        return [[s, v + 1.0] for s, v in value]
+    if isinstance(value, dict):
+        return {"coverage": 1} if not value else {k: forged(k, v) if not isinstance(v, str)
+                                                  else v + "0" for k, v in value.items()}
+    return value + "0" if isinstance(value, str) else value[:-1]
+
+
+def coherent_forgeries(line: dict) -> dict:
+    """Forgeries that keep the line's own counts and lists consistent."""
+    out = {}
+    blank = copy.deepcopy(line)
+    blank.update(final_program="", final_frac_anchor=3.0, final_tflops=1000.0)
+    out["final program blanked, 3x the library"] = blank
+    best = copy.deepcopy(line)
+    best["best_frac_anchor"] = best["trace"][-1][1] = 3.0
+    out["best found 3x the library, trace to match"] = best
+    one = copy.deepcopy(line)
+    one["env_steps"] = one["steps"]
+    one["trace"] = [[i + 1, v] for i, (_, v) in enumerate(one["trace"][-one["steps"]:])]
+    out["one episode claimed"] = one
+    long = copy.deepcopy(line)
+    for key in ("actions", "action_labels", "rewards", "step_invariants", "step_tflops"):
+        long[key] = long[key] * 5
+    long["steps"] = len(long["actions"])
+    out["more actions than the budget, env_steps unchanged"] = long
+    return out
+
+
+@pytest.mark.parametrize("agent", ["random", "evolutionary"])
+def test_every_figure_a_board_reads_is_the_replays(agent, probe_lines, submission):
+    line = probe_lines[agent]
+    problems, honest = check_submission(submission([line]))
+    assert problems == [] and len(honest) == 1, [str(p) for p in problems]
+    want = L.build(honest)
+    keys = read_by_board(line)
+    assert {"final_frac_anchor", "best_frac_anchor", "trace", "final_measured_by",
+            "env_steps", "invalid_actions", "violations_met"} <= keys, keys
+    cases = {f"{k} forged": {**copy.deepcopy(line), k: forged(k, line[k])} for k in sorted(keys)}
+    cases.update(coherent_forgeries(line))
+    accepted = []
+    for name, bad in cases.items():
+        problems, board = check_submission(submission([bad], name=line["agent"]))
+        if not problems and L.build(board) != want:
+            accepted.append(name)
+    assert accepted == [], f"forged figures reached the board: {accepted}"
+
+
+def test_a_forged_final_figure_is_named(probe_lines, submission):
+    """The issue's case: a blanked program with a fraction of 3.0 is a divergence of the
+    final figures, whatever the program."""
+    bad = coherent_forgeries(probe_lines["random"])["final program blanked, 3x the library"]
+    problems, board = check_submission(submission([bad]))
+    assert board == [] and {"final_program", "final_frac_anchor"} <= {p.field for p in problems}, \
+        [str(p) for p in problems]
+
+
+def test_a_line_that_breaks_a_rule_is_not_replayed(probe_lines, submission, monkeypatch):
+    replayed = []
+    real = V.Validator.replay
+    monkeypatch.setattr(V.Validator, "replay", lambda self, line: replayed.append(line) or
+                        real(self, line))
+    line = probe_lines["random"]
+    cases = dict(coherent_forgeries(line))
+    cases["over the budget"] = cases.pop("more actions than the budget, env_steps unchanged")
+    cases["another agent's name"] = {**line, "agent": "someone-else"}
+    cases["another measure"] = {**line, "measure": "model"}
+    cases["not an episode of the suite"] = {**line, "seed": 7}
+    cases["on the wrong track"] = {**line, "track": "test", "split": "test"}
+    cases["another suite"] = {**line, "suite": "leaderboard"}
+    for name in ("over the budget", "another agent's name", "another measure",
+                 "not an episode of the suite", "on the wrong track", "another suite"):
+        problems, board = check_submission(submission([cases[name]], name=line["agent"]))
+        assert problems and board == [], name
+        assert any(p.line == 1 for p in problems), name
+    assert replayed == [], f"{len(replayed)} rule-breaking line(s) replayed"
+    check_submission(submission([line]))
+    assert len(replayed) == 1, "the honest line is replayed"
+
+
+def test_a_line_of_several_episodes_is_bounded_by_its_replay(probe_lines):
+    """A record of an agent that resets is checked against what its replayed last
+    episode bounds, and the board line carries the replay's figures."""
+    line = probe_lines["evolutionary"]
+    divergences, board = V.Validator().check(line)
+    assert divergences == [], [str(d) for d in divergences]
+    assert board["env_steps"] == board["steps"] == len(line["actions"])
+    assert board["final_frac_anchor"] == line["final_frac_anchor"]
+    assert board["best_frac_anchor"] <= line["best_frac_anchor"]
+    low = copy.deepcopy(line)
+    low["best_frac_anchor"] = low["trace"][-1][1] = board["best_frac_anchor"] / 2
+    for pair in low["trace"]:
+        pair[1] = min(pair[1], low["best_frac_anchor"])
+    fields = {d.field for d in V.Validator().validate(low)}
+    assert "best_frac_anchor" in fields, fields
+
+
+def test_the_budget_binds_the_recorded_actions(probe_lines, submission):
+    """An episode of 12 actions is over the probe's budget of 8, whatever `env_steps` it
+    states (the replay plays every recorded action)."""
+    line = copy.deepcopy(probe_lines["long"])
+    line["budget"] = 8
+    problems, board = check_submission(submission([line]))
+    assert board == [] and any(p.field == "actions" and "over the budget of 8" in p.message
+                               for p in problems), [str(p) for p in problems]
+    line["env_steps"], line["trace"] = 8, line["trace"][:8]
+    problems, board = check_submission(submission([line]))
+    assert board == [] and problems, "relabelled as 8 env steps"
