@@ -1,12 +1,12 @@
 """Argus environments for RLlib: the action-masking form, and the plain ids in every process.
 
     import argus_env.rllib
-    argus_env.rllib.register()      # "Argus-GEMM-v0" etc. now name masked envs in RLlib
+    argus_env.rllib.register_ids()  # "Argus-GEMM-v0" etc. now name masked envs in RLlib
     config = PPOConfig().environment("Argus-GEMM-v0", env_config={"correctness": "none"})
 
 RLlib's env runners make their environments in other processes, where a Gymnasium id
 registered by `import argus_env` is unknown (Gymnasium 1.x no longer loads registration
-plugins from package metadata). `register()` puts each id in Ray Tune's registry, which
+plugins from package metadata). `register_ids()` puts each id in Ray Tune's registry, which
 every Ray worker reads, with `make_env` as its creator.
 
 Gymnasium wrappers that put an Argus environment into RLlib's action-masking form.
@@ -190,15 +190,19 @@ def make_env(env_config: dict | None = None) -> MaskedObservation:
 env_creator = make_env
 
 
-def register(name: str | None = None) -> str | list[str]:
-    """Register masked Argus envs with Ray Tune. With `name`: `make_env` under that name
-    (its `env_config` names the env id); without: every registered Argus id under its own
-    name (`"Argus-GEMM-v0"`), so `config.environment("Argus-GEMM-v0")` works in every env
-    runner. Returns the name(s) for `config.environment`."""
+def register(name: str = ENV_NAME) -> str:
+    """`ray.tune.register_env(name, make_env)` (its `env_config` names the env id); returns
+    the name for `config.environment`."""
     from ray.tune.registry import register_env
-    if name is not None:
-        register_env(name, make_env)
-        return name
+    register_env(name, make_env)
+    return name
+
+
+def register_ids() -> list[str]:
+    """Every registered Argus id under its own name in Ray Tune's registry (`make_env` with
+    that id), so `config.environment("Argus-GEMM-v0")` works in every env runner."""
+    from ray.tune.registry import register_env
+
     from .envs import ENV_IDS
     for env_id in ENV_IDS:
         register_env(env_id, _creator(env_id))
