@@ -417,6 +417,15 @@ def _bench_cmd(name: str):
     return run
 
 
+class _Deprecated(argparse.Action):
+    """An option kept under its old name: it sets the new option's value and says so."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new = "--" + self.dest.replace("_", "-")
+        print(f"argus: warning: {option_string} is deprecated: use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _has_gpu() -> bool:
     try:
         import torch
@@ -509,7 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
                  "replayed, and when all of them replay the submission joins the leaderboard "
                  "with the figures of the replays.")
     lb.add_argument("results", nargs="*", metavar="RESULTS", help="JSONL files of `argus bench`")
-    lb.add_argument("--out", default="leaderboard", help="folder for leaderboard.md/.html")
+    lb.add_argument("--out-dir", default="leaderboard", help="folder for leaderboard.md/.html "
+                    "(default: leaderboard)")
+    lb.add_argument("--out", dest="out_dir", metavar="OUT_DIR", action=_Deprecated,
+                    help="deprecated alias of --out-dir (bench names its folder so too)")
     lb.add_argument("--check", metavar="DIR", help="a submission folder to replay and add")
     lb.add_argument("--print", action="store_true", help="also print the Markdown")
 

@@ -2,7 +2,7 @@
 
     argus bench                                  # run (or resume) configs/bench/default.yaml
     argus validate results/default.jsonl         # replay every record, report divergences
-    argus leaderboard results/default.jsonl --out leaderboard/
+    argus leaderboard results/default.jsonl --out-dir leaderboard/
 
 - `config.py`: a suite as data (agents x envs x tracks x shapes x seeds, budget, measure).
 - `runner.py`: plays a suite, one JSON line per episode, resumable.

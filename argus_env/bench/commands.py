@@ -48,7 +48,8 @@ def cmd_bench(args) -> int:
         out = write(build(read_lines(summary.path)), summary.path.parent, [str(summary.path)])
         console.print(f"leaderboard: {out['markdown']} and {out['html']}")
     else:
-        console.print(f"leaderboard: argus leaderboard {summary.path} --out {summary.path.parent}")
+        console.print(f"leaderboard: argus leaderboard {summary.path} --out-dir "
+                      f"{summary.path.parent}")
     return 0
 
 
@@ -130,7 +131,7 @@ def cmd_leaderboard(args) -> int:
         if not args.check:
             raise ValueError("give results files (JSONL from `argus bench`) or --check DIR")
         return status
-    out = write(build(lines), args.out, sources)
+    out = write(build(lines), args.out_dir, sources)
     console.print(f"leaderboard: {out['markdown']} and {out['html']}")
     if args.print:
         sys.stdout.write(out["markdown"].read_text())

@@ -1,7 +1,7 @@
 """Leaderboards from results files: per env and track, agents ranked by the kernels they
 submit.
 
-    argus leaderboard results/default.jsonl --out leaderboard/   # leaderboard.md + .html
+    argus leaderboard results/default.jsonl --out-dir leaderboard/   # leaderboard.md + .html
     argus leaderboard results/*.jsonl --check my-submission/      # replay a submission first
 
 Figures, per (env, track) and agent:

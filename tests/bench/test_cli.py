@@ -52,3 +52,19 @@ def test_bench_options_override_the_suite():
                                       "--budget", "4", "--name", "quick"])
     assert (args.agents, args.seeds, args.budget, args.name, args.config) == \
         (["greedy"], [0, 1], 4, "quick", "default")
+
+
+def test_bench_and_leaderboard_name_their_output_folder_alike(capsys):
+    """Both take `--out-dir`; the leaderboard's old `--out` still works, warns, and says
+    in --help that it is deprecated."""
+    parser = build_parser()
+    assert parser.parse_args(["bench", "--out-dir", "a"]).out_dir == "a"
+    assert parser.parse_args(["leaderboard", "r.jsonl", "--out-dir", "b"]).out_dir == "b"
+    assert capsys.readouterr().err == ""
+    assert parser.parse_args(["leaderboard", "r.jsonl", "--out", "c"]).out_dir == "c"
+    assert "--out is deprecated: use --out-dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["leaderboard", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--out-dir OUT_DIR folder for leaderboard.md" in help_text, help_text
+    assert "--out OUT_DIR deprecated alias of --out-dir" in help_text, help_text

@@ -110,7 +110,7 @@ def test_an_llm_planner_episode_replays_bit_for_bit():
 
 
 def test_the_committed_board_is_the_one_its_results_give():
-    """`argus leaderboard benchmarks/results/leaderboard/leaderboard.jsonl --out
+    """`argus leaderboard benchmarks/results/leaderboard/leaderboard.jsonl --out-dir
     benchmarks/results/leaderboard` wrote the committed Markdown."""
     from argus_env.bench.leaderboard import build
     from argus_env.bench.render import markdown
