@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from .render import counted
+
 
 def _console():
     from rich.console import Console
@@ -26,14 +28,14 @@ def cmd_bench(args) -> int:
     console = _console()
     runner = Runner(cfg, args.out_dir)
     todo, done = runner.pending()
-    console.print(f"[bold]argus bench[/] {cfg.name}: {len(todo) + done} episodes "
+    console.print(f"[bold]argus bench[/] {cfg.name}: {counted(len(todo) + done, 'episode')} "
                   f"({', '.join(cfg.agents)} x {', '.join(cfg.env_ids())} x "
                   f"{'/'.join(cfg.tracks)} x seeds {', '.join(map(str, cfg.seeds))}), budget "
                   f"{cfg.budget}, measure={cfg.measure} ({cfg.hardware}); {done} already in "
                   f"{runner.path}")
     summary = runner.run(console=None if args.quiet else console)
-    console.print(f"{summary.ran} episode(s) run in {summary.seconds:.0f} s, {summary.skipped} "
-                  f"skipped (already done): {summary.path}")
+    console.print(f"{counted(summary.ran, 'episode')} run in {summary.seconds:.0f} s, "
+                  f"{summary.skipped} skipped (already done): {summary.path}")
     table = Table(title=f"{cfg.name}: score (geomean over shapes of the submitted kernel's "
                         "fraction of the library)")
     for col in ("env", "track", "agent", "score", "best found", "episodes"):
@@ -84,7 +86,7 @@ def cmd_validate(args) -> int:
                                   for k in ("agent", "shape", "seed"))
             if divergences:
                 console.print(f"[red]{_plain(where)}[/] ({agent}, {shape}, seed {seed}): "
-                              f"{len(divergences)} divergence(s); first: {_plain(divergences[0])}")
+                              f"{counted(len(divergences), 'divergence')}; first: {_plain(divergences[0])}")
                 if args.json:
                     print(json.dumps([d.to_dict() for d in divergences]))
                 for note in drift(line) if isinstance(line, dict) else []:
@@ -92,7 +94,7 @@ def cmd_validate(args) -> int:
                                   "this checkout's")
                 return 1
             console.print(f"[green]ok[/] {_plain(where)}: {agent} on {shape} seed {seed}, "
-                          f"{len(line['actions'])} actions replayed")
+                          f"{counted(len(line['actions']), 'action')} replayed")
             if args.gpu:
                 g = remeasure_on_gpu(line)
                 console.print(f"  gpu: {g.live_tflops or 0:.1f} TFLOP/s live vs "
@@ -101,7 +103,7 @@ def cmd_validate(args) -> int:
                               f"{g.recorded_frac_anchor:.3f}x recorded {_plain(g.error)}")
     if not checked:
         raise ValueError("no records to validate")
-    console.print(f"{checked} record(s) replay exactly")
+    console.print(f"{_replay(checked)} exactly")
     return 0
 
 
@@ -120,10 +122,10 @@ def cmd_leaderboard(args) -> int:
         for p in problems:
             console.print(f"[red]{_plain(p)}[/]")
         if problems:
-            console.print(f"[red]rejected[/]: {len(problems)} problem(s)")
+            console.print(f"[red]rejected[/]: {counted(len(problems), 'problem')}")
             status = 1
         else:
-            console.print(f"[green]ok[/]: {len(submitted)} record(s) replay exactly; the board "
+            console.print(f"[green]ok[/]: {_replay(len(submitted))} exactly; the board "
                           "ranks the replays' figures")
             lines += submitted   # board lines: rebuilt from the replays
             sources.append(str(Path(args.check) / "results.jsonl"))
@@ -136,6 +138,11 @@ def cmd_leaderboard(args) -> int:
     if args.print:
         sys.stdout.write(out["markdown"].read_text())
     return status
+
+
+def _replay(n: int) -> str:
+    """"1 record replays", "3 records replay": the verb agrees too."""
+    return f"{counted(n, 'record')} {'replays' if n == 1 else 'replay'}"
 
 
 def _has_gpu() -> bool:

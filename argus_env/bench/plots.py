@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import io
 
+from .render import counted
+
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -55,12 +57,13 @@ def learning_curves(board) -> bytes:
         color = colors[e.agent]
         ax.fill_between(steps, [min(c) for c in cols], [max(c) for c in cols], color=color,
                         alpha=0.18, linewidth=0)
-        ax.plot(steps, mean, color=color, linewidth=2, label=f"{e.agent} ({len(curves)} seeds)")
+        ax.plot(steps, mean, color=color, linewidth=2,
+                label=f"{e.agent} ({counted(len(curves), 'seed')})")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("best fraction of library so far")
-    ax.set_title(f"{board.env_id}, {board.track} track: mean over {len(board.shapes)} shapes "
-                 f"(band: min-max over seeds)", fontsize=10)
+    ax.set_title(f"{board.env_id}, {board.track} track: mean over "
+                 f"{counted(len(board.shapes), 'shape')} (band: min-max over seeds)", fontsize=10)
     ax.set_xlim(1, max(board.budget, 2))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

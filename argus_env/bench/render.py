@@ -7,6 +7,12 @@ import html as _html
 
 from .leaderboard import FLOOR, REACH, Board, Entry
 
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and its noun in agreement ("1 seed", "3 seeds"): boards are read by people."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 HOW = ("Score: geometric mean over the track's shapes of the fraction of the library anchor "
        "(cuBLAS for GEMM) reached by the kernel the agent submitted, each shape's fraction the "
        f"mean over seeds (an episode that submits nothing measurable scores 0, counted as {FLOOR} "
@@ -49,8 +55,8 @@ def _title(b: Board) -> str:
 
 
 def _setting(b: Board) -> str:
-    return (f"measure={b.measure} on {b.hardware}, budget {b.budget} env steps, seeds "
-            f"{', '.join(map(str, b.seeds))}, shapes {', '.join(b.shapes)}")
+    return (f"measure={b.measure} on {b.hardware}, budget {counted(b.budget, 'env step')}, "
+            f"seeds {', '.join(map(str, b.seeds))}, shapes {', '.join(b.shapes)}")
 
 
 def _provenance(boards: list[Board]) -> list[tuple[str, str]]:

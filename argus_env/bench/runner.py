@@ -24,6 +24,7 @@ from typing import Callable
 
 from . import results as R
 from .config import BenchConfig, Episode
+from .render import counted
 
 
 @dataclass
@@ -134,7 +135,8 @@ class _Display:
             self.bar.console.print(
                 f"{ep.agent:>14} {ep.env_id} {ep.track:5} {ep.shape:14} seed {ep.seed}: "
                 f"submitted {line['final_frac_anchor']:.3f}x library, best "
-                f"{line['best_frac_anchor']:.3f}x, {line['env_steps']} steps, {line['seconds']:.1f} s")
+                f"{line['best_frac_anchor']:.3f}x, {counted(line['env_steps'], 'step')}, "
+                f"{line['seconds']:.1f} s")
 
     def __exit__(self, *exc):
         if self.bar:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
+from .render import counted
 from .results import RECORD_FIELDS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")   # agent, hardware and reward names
@@ -205,7 +206,7 @@ def _consistent(line: dict) -> list[Divergence]:
     out, steps = [], line["steps"]
     lengths = {k: len(line[k]) for k in PER_STEP}
     if set(lengths.values()) != {steps}:
-        out.append(Divergence(None, "steps", f"{steps} entries in each of {PER_STEP}", lengths))
+        out.append(Divergence(None, "steps", f"{counted(steps, 'entry', 'entries')} in each of {PER_STEP}", lengths))
     trace, env_steps = line["trace"], line["env_steps"]
     if env_steps < steps:
         out.append(Divergence(None, "env_steps", f"at least steps ({steps})", env_steps))

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from . import results as R
+from .render import counted
 from .schema import NAME, check_line, config_names, short
 
 TEMPLATES = Path(__file__).parent / "templates" / "submission"
@@ -184,8 +185,8 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> li
     if line["suite"] != suite.name:
         out.append(bad(f"suite {line['suite']!r} is not {suite.name!r}", "suite"))
     if len(line["actions"]) > suite.budget:
-        out.append(bad(f"{len(line['actions'])} actions, over the budget of {suite.budget}",
-                       "actions"))
+        out.append(bad(f"{counted(len(line['actions']), 'action')}, over the budget of "
+                       f"{suite.budget}", "actions"))
     track = tracks.get((line["env_id"], line["shape"]))
     if track is None or line["seed"] not in suite.seeds:
         out.append(bad(f"episode {line['env_id']} {line['shape']} seed {line['seed']} is not "

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from ..envs.record import EpisodeRecord, Recorder
 from . import results as R
+from .render import counted
 from .runner import share
 from .schema import Divergence, check_line, registered_env_ids
 
@@ -202,7 +203,7 @@ def compare_fields(line: dict, r: Replay) -> list[Divergence]:
         if key in line and line[key] != r.fields[key]:
             out.append(Divergence(None, key, line[key], r.fields[key]))
     if line.get("budget") is not None and len(r.rec.actions) > line["budget"]:
-        out.append(Divergence(None, "budget", f"at most {line['budget']} actions",
+        out.append(Divergence(None, "budget", f"at most {counted(line['budget'], 'action')}",
                               len(r.rec.actions)))
     return out
 

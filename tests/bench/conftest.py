@@ -36,7 +36,7 @@ def tiny_results(tiny_config, tmp_path_factory) -> Path:
                            str(tiny_config), "--out-dir", str(out), "--quiet"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "8 episode(s) run" in proc.stdout, proc.stdout
+    assert "8 episodes run" in proc.stdout, proc.stdout
     return out / "tiny.jsonl"
 
 

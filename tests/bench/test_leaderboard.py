@@ -18,6 +18,13 @@ from argus_env.bench import results as R
 from argus_env.bench.submission import PLACEHOLDER, check_submission, new_submission
 from argus_env.cli import main
 
+COMMITTED = Path(__file__).resolve().parents[2] / "benchmarks/results/leaderboard/leaderboard.jsonl"
+
+
+def committed_lines(env_id: str = "Argus-GEMM-v0", track: str = "train") -> list[dict]:
+    """Real results lines (the committed board's, read only) of one env and track."""
+    return [ln for ln in R.read_lines(COMMITTED) if (ln["env_id"], ln["track"]) == (env_id, track)]
+
 
 @pytest.fixture(scope="module")
 def lines(tiny_results):
@@ -183,3 +190,29 @@ def test_argus_leaderboard_adds_an_accepted_submission(lines, tiny_config, tmp_p
     assert main(["leaderboard", "--check", str(good), "--out", str(tmp_path / "lb2")]) == 1
     out = capsys.readouterr().out
     assert "rejected" in out and "agent.yaml: missing 'description'" in out, out
+
+
+def test_counts_agree_with_their_nouns(monkeypatch):
+    """A board of one seed, one shape and a budget of one env step says so in the singular,
+    in its Markdown and in its plots' legends and titles."""
+    from matplotlib.axes import Axes
+
+    from argus_env.bench import plots
+    from argus_env.bench.render import counted, markdown
+    assert [counted(n, "seed") for n in (0, 1, 2)] == ["0 seeds", "1 seed", "2 seeds"]
+    lines = committed_lines()
+    one = [dict(ln, budget=1) for ln in lines
+           if ln["seed"] == 0 and ln["shape"] == lines[0]["shape"] and ln["agent"] in ("greedy", "random")]
+    board, = L.build(one)
+    texts: list = []
+    for name in ("plot", "bar", "set_title"):
+        real = getattr(Axes, name)
+        monkeypatch.setattr(Axes, name, lambda self, *a, real=real, name=name, **k: texts.append(
+            a[0] if name == "set_title" else k.get("label")) or real(self, *a, **k))
+    plots.learning_curves(board)
+    plots.shape_bars(board)
+    assert {"greedy (1 seed)", "random (1 seed)"} <= set(texts), texts
+    assert any("mean over 1 shape " in str(t) for t in texts), texts
+    text = " ".join(map(str, texts)) + markdown([board], [])
+    assert "budget 1 env step," in text, text
+    assert not re.search(r"\b1 (seeds|shapes|steps|episodes|env steps)\b", text), text

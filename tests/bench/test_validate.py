@@ -90,7 +90,7 @@ def test_a_record_outside_the_schema_is_not_replayed():
 @pytest.mark.slow
 def test_argus_validate_exits_nonzero_at_the_first_divergence(tiny_results, tmp_path, capsys):
     assert main(["validate", str(tiny_results), "--line", "2"]) == 0
-    assert "1 record(s) replay exactly" in capsys.readouterr().out
+    assert "1 record replays exactly" in capsys.readouterr().out
     lines = tiny_results.read_text().splitlines()
     bad = json.loads(lines[1])
     bad["rewards"][0] = 1.0
