@@ -509,10 +509,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     lb = command("leaderboard", _bench_cmd("cmd_leaderboard"), "rank agents from results files "
                  "into leaderboard.md and leaderboard.html",
-                 "Per env and track: agents ranked by the geometric mean over shapes of the "
-                 "submitted kernel's fraction of the library (mean over seeds, min-max spread), "
-                 "steps to 90% of the best known, invalid-action rate, invariant violations "
-                 "met. --check DIR validates a submission folder (results.jsonl, agent.yaml, "
+                 "Per env, track and budget: agents ranked by the geometric mean over shapes of "
+                 "the submitted kernel's fraction of the library (mean over seeds, min-max "
+                 "spread), steps to 90% of the best known, invalid-action rate, invariant "
+                 "violations met. An episode is its agent, env, shape, seed and budget: results "
+                 "of several budgets (the same suite at 10 and 50 steps, in one file or several) "
+                 "make a board per budget, ranked apart and titled with it; the same episode "
+                 "twice at one budget is an error. --check DIR validates a submission folder (results.jsonl, agent.yaml, "
                  "README.md; templates in argus_env/bench/templates/submission): every line is "
                  "checked as data and against the suite's rules, the lines that pass are "
                  "replayed, and when all of them replay the submission joins the leaderboard "

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .render import counted
+from .leaderboard import counted
 
 
 def _console():
@@ -86,7 +86,8 @@ def cmd_validate(args) -> int:
                                   for k in ("agent", "shape", "seed"))
             if divergences:
                 console.print(f"[red]{_plain(where)}[/] ({agent}, {shape}, seed {seed}): "
-                              f"{counted(len(divergences), 'divergence')}; first: {_plain(divergences[0])}")
+                              f"{counted(len(divergences), 'divergence')}; first: "
+                              f"{_plain(divergences[0])}")
                 if args.json:
                     print(json.dumps([d.to_dict() for d in divergences]))
                 for note in drift(line) if isinstance(line, dict) else []:

@@ -1,10 +1,15 @@
-"""Leaderboards from results files: per env and track, agents ranked by the kernels they
-submit.
+"""Leaderboards from results files: per env, track and budget, agents ranked by the kernels
+they submit.
 
     argus leaderboard results/default.jsonl --out-dir leaderboard/   # leaderboard.md + .html
     argus leaderboard results/*.jsonl --check my-submission/      # replay a submission first
 
-Figures, per (env, track) and agent:
+An episode on a board is its agent, env, shape, seed *and budget*: results of several
+budgets (the same suite at 10 and at 50 env steps, in one file or several) make a board
+per budget, each ranked and given its best known on its own (a longer budget finds
+more), titled with its budget; the same episode twice at one budget is an error.
+
+Figures, per (env, track, budget) and agent:
 
 - **score**: the geometric mean over the track's shapes of the fraction of the library
   anchor (cuBLAS for GEMM) that the *submitted* kernel reaches, each shape's fraction the
@@ -30,6 +35,11 @@ from pathlib import Path
 
 FLOOR = 0.01          # a zero score counts as this in a geometric mean
 REACH = 0.9           # "steps to 90% of the best known"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and its noun in agreement ("1 seed", "3 seeds"): boards are read by people."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 @dataclass
@@ -78,6 +88,13 @@ class Board:
     best_known: dict          # shape -> best fraction any episode reached
     entries: list             # Entry, best first
     sources: dict = field(default_factory=dict)   # provenance common to the lines
+    several_budgets: bool = False   # the results hold other budgets for this env and track
+
+    @property
+    def title(self) -> str:
+        """"env: track track", with the budget when another board has the same env and track."""
+        budget = f", budget {counted(self.budget, 'env step')}" if self.several_budgets else ""
+        return f"{self.env_id}: {self.track} track{budget}"
 
 
 def geomean(values) -> float:
@@ -104,28 +121,39 @@ def first_reach(trace: list, target: float) -> int | None:
     return next((int(s) for s, v in trace if v >= target - 1e-12), None)
 
 
+def budget_of(line: dict) -> int:
+    """The step budget an episode was played under (an `argus run` record: its env steps)."""
+    return int(line["budget"] if line.get("budget") is not None else line["env_steps"])
+
+
 def build(lines: list[dict]) -> list[Board]:
-    """Boards for every (env, track) in `lines`; raises on mixed settings or duplicates."""
+    """Boards for every (env, track, budget) in `lines`; raises on mixed measure or
+    hardware within one, and on an episode twice at one budget."""
     groups: dict = {}
     seen = set()
     for line in lines:
-        key = (line["agent"], line["env_id"], line["shape"], int(line["seed"]))
+        budget = budget_of(line)
+        key = (line["agent"], line["env_id"], line["shape"], int(line["seed"]), budget)
         if key in seen:
-            raise ValueError(f"episode {key} appears twice in the results")
+            raise ValueError(f"episode {key[:4]} appears twice in the results at budget {budget}")
         seen.add(key)
         track = line.get("track") or line.get("split") or "all"
-        groups.setdefault((line["env_id"], track), []).append(line)
+        groups.setdefault((line["env_id"], track, budget), []).append(line)
     order = {"train": 0, "test": 1}
-    return [_board(env_id, track, group) for (env_id, track), group in
-            sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 2), kv[0][1]))]
+    keys = sorted(groups, key=lambda k: (k[0], order.get(k[1], 2), k[1], k[2]))
+    boards = [_board(env_id, track, budget, groups[env_id, track, budget])
+              for env_id, track, budget in keys]
+    for b in boards:
+        b.several_budgets = sum((o.env_id, o.track) == (b.env_id, b.track) for o in boards) > 1
+    return boards
 
 
-def _board(env_id: str, track: str, lines: list[dict]) -> Board:
-    settings = {(ln["measure"], ln["hardware"], ln.get("budget") or ln["env_steps"]) for ln in lines}
+def _board(env_id: str, track: str, budget: int, lines: list[dict]) -> Board:
+    settings = {(ln["measure"], ln["hardware"]) for ln in lines}
     if len(settings) > 1:
-        raise ValueError(f"{env_id} {track}: results mix (measure, hardware, budget) "
+        raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware) "
                          f"{sorted(settings)}; make one leaderboard per setting")
-    measure, hardware, budget = settings.pop()
+    measure, hardware = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
     by_agent: dict = {}
@@ -136,7 +164,7 @@ def _board(env_id: str, track: str, lines: list[dict]) -> Board:
     for i, e in enumerate(entries, 1):
         e.rank = i
     sources = {k: _common(lines, k) for k in ("hashes", "versions", "hardware_profile")}
-    return Board(env_id, track, shapes, int(budget), measure, hardware,
+    return Board(env_id, track, shapes, budget, measure, hardware,
                  sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import io
 
-from .render import counted
+from .leaderboard import counted
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
@@ -39,6 +39,11 @@ def _colors(board) -> dict:
     return {a: COLORS[i % len(COLORS)] for i, a in enumerate(sorted(e.agent for e in board.entries))}
 
 
+def _budget(board) -> str:
+    """", budget N env steps" for a board that shares its env and track with other budgets."""
+    return f", budget {counted(board.budget, 'env step')}" if board.several_budgets else ""
+
+
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
@@ -62,7 +67,7 @@ def learning_curves(board) -> bytes:
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("best fraction of library so far")
-    ax.set_title(f"{board.env_id}, {board.track} track: mean over "
+    ax.set_title(f"{board.env_id}, {board.track} track{_budget(board)}: mean over "
                  f"{counted(len(board.shapes), 'shape')} (band: min-max over seeds)", fontsize=10)
     ax.set_xlim(1, max(board.budget, 2))
     ax.set_ylim(bottom=0)
@@ -94,7 +99,7 @@ def shape_bars(board) -> bytes:
     ax.set_xticks(range(len(board.shapes)))
     ax.set_xticklabels(board.shapes, fontsize=9)
     ax.set_ylabel("submitted kernel / library")
-    ax.set_title(f"{board.env_id}, {board.track} track: per shape, mean over seeds "
+    ax.set_title(f"{board.env_id}, {board.track} track{_budget(board)}: per shape, mean over seeds "
                  f"(whiskers: min-max)", fontsize=10)
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)

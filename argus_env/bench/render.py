@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import html as _html
 
-from .leaderboard import FLOOR, REACH, Board, Entry
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`n` and its noun in agreement ("1 seed", "3 seeds"): boards are read by people."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
+from .leaderboard import FLOOR, REACH, Board, Entry, counted
 
 HOW = ("Score: geometric mean over the track's shapes of the fraction of the library anchor "
        "(cuBLAS for GEMM) reached by the kernel the agent submitted, each shape's fraction the "
@@ -51,7 +45,7 @@ def _shape_rows(b: Board) -> tuple[list[str], list[list[str]]]:
 
 
 def _title(b: Board) -> str:
-    return f"{b.env_id}: {b.track} track"
+    return b.title
 
 
 def _setting(b: Board) -> str:

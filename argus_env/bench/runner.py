@@ -24,7 +24,7 @@ from typing import Callable
 
 from . import results as R
 from .config import BenchConfig, Episode
-from .render import counted
+from .leaderboard import counted
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-from .render import counted
+from .leaderboard import counted
 from .results import RECORD_FIELDS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")   # agent, hardware and reward names

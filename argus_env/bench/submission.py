@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from . import results as R
-from .render import counted
+from .leaderboard import counted
 from .schema import NAME, check_line, config_names, short
 
 TEMPLATES = Path(__file__).parent / "templates" / "submission"

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from ..envs.record import EpisodeRecord, Recorder
 from . import results as R
-from .render import counted
+from .leaderboard import counted
 from .runner import share
 from .schema import Divergence, check_line, registered_env_ids
 

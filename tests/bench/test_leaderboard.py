@@ -68,7 +68,7 @@ def test_curve_holds_the_best_so_far():
 
 
 def test_mixed_settings_and_duplicates_are_refused(lines):
-    other = dict(lines[0], budget=50, seed=9)
+    other = dict(lines[0], measure="model", seed=9)
     with pytest.raises(ValueError, match="mix"):
         L.build(lines + [other])
     with pytest.raises(ValueError, match="twice"):
@@ -216,3 +216,32 @@ def test_counts_agree_with_their_nouns(monkeypatch):
     text = " ".join(map(str, texts)) + markdown([board], [])
     assert "budget 1 env step," in text, text
     assert not re.search(r"\b1 (seeds|shapes|steps|episodes|env steps)\b", text), text
+
+
+def test_results_of_two_budgets_rank_on_a_board_each(tmp_path, capsys):
+    """The same episodes at budgets 10 and 20, in two files: a board per env, track and
+    budget, each ranking its own episodes; the same episode twice at one budget is still
+    refused."""
+    lines = committed_lines()
+    longer = [dict(ln, budget=20) for ln in lines]
+    a, b = tmp_path / "A.jsonl", tmp_path / "B.jsonl"
+    a.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    b.write_text("".join(json.dumps(ln) + "\n" for ln in longer))
+    assert main(["leaderboard", str(a), str(b), "--out-dir", str(tmp_path / "lb")]) == 0, \
+        capsys.readouterr().err
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    for budget in (10, 20):
+        assert f"## Argus-GEMM-v0: train track, budget {budget} env steps" in md, md[:2000]
+    boards = L.build(longer + lines)
+    assert [(x.track, x.budget) for x in boards] == [("train", 10), ("train", 20)]
+    per_agent = {ag: sum(ln["agent"] == ag for ln in lines) for ag in {ln["agent"] for ln in lines}}
+    for board in boards:
+        assert {e.agent: e.episodes for e in board.entries} == per_agent, board.budget
+    assert "budget" not in L.build(lines)[0].title, "one budget: the title is the env and track"
+    with pytest.raises(ValueError, match="appears twice"):
+        L.build(lines + longer + [longer[3]])
+    assert main(["leaderboard", str(a), str(a), "--out-dir", str(tmp_path / "lb2")]) == 2
+    assert "appears twice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["leaderboard", "--help"])
+    assert "make a board per budget" in " ".join(capsys.readouterr().out.split())
