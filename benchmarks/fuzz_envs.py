@@ -156,7 +156,7 @@ def fuzz_env(env_id: str, mode: str, n: int, rng: random.Random, tally: Tally, a
             tally.problem("refusal-without-penalty", what, f"reward={reward}")
         if not env.observation_space.contains(obs):
             tally.problem("observation-outside-space", what)
-        measured = info["measurement"] is not None and info["measurement"]["ok"] \
+        measured = bool(info["measurement"]) and info["measurement"]["ok"] \
             and not info["failure"] and info["error"] is None
         if reward > 0 and not measured and info["error"] is None and info["action"] != "undo()":
             tally.problem("positive-reward-unmeasured", what, f"reward={reward}")

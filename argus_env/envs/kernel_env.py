@@ -473,8 +473,10 @@ class KernelEnv(gym.Env):
         info = {"shape": self.case.name, "sizes": dict(self.sizes),
                 "action": act.label() if act else None, "error": error, "internal_error": False,
                 "report": ev.report.to_dict(), "report_text": ev.report.render(),
-                "measurement": ev.measurement.to_dict() if ev.measurement else None,
-                "correctness": ev.correctness, "failure": ev.error, "failure_message": ev.message,
+                # {} rather than None when absent: a key keeps one type across steps and
+                # envs, as Gymnasium's vector envs need to batch infos
+                "measurement": ev.measurement.to_dict() if ev.measurement else {},
+                "correctness": ev.correctness or {}, "failure": ev.error, "failure_message": ev.message,
                 "action_mask": self.action_mask(), "program": self.state.program.text,
                 "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last)}
         info["triton"] = _lazy_source(self.state.program) if ev.report.ok else None

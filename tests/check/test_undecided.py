@@ -83,7 +83,7 @@ def test_the_environment_refuses_and_penalises_an_undecided_program():
         obs, reward, _, _, info = env.step(NONLINEAR.text)
         assert info["error"] is None, info["error"]
         assert info["report"]["status"] == "undecided", info["report_text"]
-        assert info["measurement"] is None and info["triton"] is None
+        assert not info["measurement"] and info["triton"] is None
         assert reward < 0 and info["reward_terms"].get("violation_penalty", 0) < 0, \
             info["reward_terms"]
         assert obs["report"][len(INVARIANTS)] == UNDECIDED_CODE

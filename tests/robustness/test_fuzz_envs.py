@@ -74,7 +74,7 @@ def checked_step(env: gym.Env, fuzzed: fz.Fuzzed):
     if error:
         assert reward < 0, f"refused ({error[:200]}) but reward {reward}\n  action: {what}"
         assert not term, f"a refused action ended the episode\n  action: {what}"
-    measured = info["measurement"] is not None and info["measurement"]["ok"] \
+    measured = bool(info["measurement"]) and info["measurement"]["ok"] \
         and info["failure"] is None
     if error is None and not measured and info["action"] != "undo()":
         assert reward <= 0, (f"unmeasured program ({info['failure']}: "
