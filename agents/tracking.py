@@ -16,7 +16,9 @@
   raises an ImportError that says how to install it.
 
 Search agents opt in with an `Args.track` field and the `trackable("name")` decorator on
-their `run`, which logs one row per environment step and a summary at the end.
+their `run`, which logs one row per environment step and a summary at the end; any agent
+is logged so by `run_agent(module, env, args, wandb=True)` (`argus run --wandb`,
+`argus bench --wandb`).
 """
 
 from __future__ import annotations
@@ -85,33 +87,84 @@ def start_run(env_id: str, agent: str, seed: int, config: dict | None = None,
 
 def trackable(agent: str):
     """Decorator for a search agent's `run(env, args, progress=None)`: when `args.track`
-    is true, log each step (return, best fraction of the library, env steps) and the
-    episode's summary to a W&B run named `env__agent__seed__time`."""
+    is true, the episode is played through `tracked` (each step and the summary logged to
+    a W&B run named `env__agent__seed__time`)."""
 
     def wrap(run_fn):
         @functools.wraps(run_fn)
         def run(env, args, progress=None):
             if not getattr(args, "track", False):
                 return run_fn(env, args, progress)
-            env_id = env.spec.id if getattr(env, "spec", None) else type(env.unwrapped).__name__
-            tracker = start_run(env_id, agent, getattr(args, "seed", 0), _config(args))
-
-            def logged(rec):
-                tracker.log({"return": rec.return_, "best_frac_anchor": rec.best_frac_anchor,
-                             "best_tflops": rec.best_tflops, "reward": rec.rewards[-1]
-                             if rec.rewards else 0.0}, step=rec.env_steps)
-                if progress:
-                    progress(rec)
-            try:
-                rec = run_fn(env, args, logged)
-                tracker.summary({"return": rec.return_, "best_frac_anchor": rec.best_frac_anchor,
-                                 "best_tflops": rec.best_tflops, "steps": rec.env_steps,
-                                 "submitted": rec.submitted, "shape": rec.shape})
-                return rec
-            finally:
-                tracker.finish()
+            return tracked(run_fn, env, args, progress, agent=agent)
         return run
     return wrap
+
+
+def run_agent(module, env, args, progress=None, *, agent: str, wandb: bool = False,
+              name: str | None = None, group: str | None = None):
+    """`module.run(env, args, progress)`, logged to one W&B run when `wandb` is true: what
+    `argus run --wandb` and `argus bench --wandb` call, for any agent. An agent's own
+    `track` is turned off for the call, so the episode makes one run, not two."""
+    if not wandb:
+        return module.run(env, args, progress=progress)
+    plain = dataclasses.replace(args, track=False) if getattr(args, "track", False) else args
+    return tracked(module.run, env, plain, progress, agent=agent, name=name, group=group,
+                   config=_config(args))
+
+
+def tracked(run_fn, env, args, progress=None, *, agent: str, name: str | None = None,
+            group: str | None = None, config: dict | None = None):
+    """Play `run_fn(env, args, progress)` with every env step (reward, best fraction of the
+    library so far) and the episode's summary logged to a W&B run; the record is returned."""
+    env_id = env.spec.id if getattr(env, "spec", None) else type(env.unwrapped).__name__
+    tracker = start_run(env_id, agent, getattr(args, "seed", 0),
+                        _config(args) if config is None else config, name=name, group=group)
+    steps = StepLog(tracker, progress)
+    try:
+        rec = run_fn(env, args, steps)
+        steps.log(rec)                 # the steps after the agent's last progress call
+        tracker.summary(episode_summary(rec))
+        return rec
+    finally:
+        tracker.finish()
+
+
+class StepLog:
+    """A progress callback that logs each env step once, in order. Agents report progress
+    after most steps, not all (an undo, a replay), so every call logs the steps since the
+    last one: the best fraction from the trace (it spans the agent's resets) and, for the
+    steps of the current episode, the reward and throughput."""
+
+    def __init__(self, tracker: Tracker, progress=None):
+        self.tracker, self.progress, self.logged = tracker, progress, 0
+
+    def __call__(self, rec) -> None:
+        self.log(rec)
+        if self.progress:
+            self.progress(rec)
+
+    def log(self, rec) -> None:
+        before = rec.env_steps - rec.steps     # env steps of the episodes before this one
+        for step in range(self.logged + 1, rec.env_steps + 1):
+            row = {"best_frac_anchor": rec.trace[step - 1][1] if step <= len(rec.trace)
+                   else rec.best_frac_anchor}
+            if step > before:
+                i = step - before - 1
+                row.update(reward=rec.rewards[i], tflops=rec.step_tflops[i])
+            if step == rec.env_steps:
+                row.update(best_tflops=rec.best_tflops, **{"return": rec.return_})
+            self.tracker.log(row, step=step)
+        self.logged = max(self.logged, rec.env_steps)
+
+
+def episode_summary(rec) -> dict:
+    """The figures of an episode record that a run's summary keeps."""
+    return {"return": rec.return_, "best_frac_anchor": rec.best_frac_anchor,
+            "final_frac_anchor": rec.final_frac_anchor, "best_tflops": rec.best_tflops,
+            "final_tflops": rec.final_tflops, "baseline_tflops": rec.baseline_tflops,
+            "steps": rec.steps, "env_steps": rec.env_steps, "submitted": rec.submitted,
+            "shape": rec.shape, "invalid_actions": rec.invalid_actions,
+            "violations_met": dict(rec.violations_met), "violations_fixed": rec.violations_fixed}
 
 
 def _config(config) -> dict:

@@ -139,6 +139,7 @@ def cmd_run(args) -> int:
     from rich.table import Table
 
     from agents import load_agent
+    from agents.tracking import run_agent
 
     from .envs import ENV_IDS
 
@@ -169,7 +170,8 @@ def cmd_run(args) -> int:
             bar.update(job, completed=rec.steps,
                        description=f"{rec.shape}: best {best}, last {rec.action_labels[-1] if rec.action_labels else ''}")
         try:
-            record = module.run(env, agent_args, progress=progress)
+            record = run_agent(module, env, agent_args, progress, agent=args.agent,
+                               wandb=args.wandb)
         finally:  # Ctrl-C too: the workers stop, and no partial record is written
             env.close()
     record.seconds = round(time.perf_counter() - t0, 2)
@@ -417,6 +419,12 @@ def _bench_cmd(name: str):
     return run
 
 
+WANDB_HELP = ("log each env step's reward and best fraction of the library, and the "
+              "episode's summary, to W&B: offline unless WANDB_MODE is set (`wandb sync` "
+              "uploads later), files under $WANDB_DIR or else ./wandb; needs pip install -e "
+              "'.[track]'")
+
+
 class _Deprecated(argparse.Action):
     """An option kept under its old name: it sets the new option's value and says so."""
 
@@ -468,6 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--measure", default="model", help="throughput backend: model, table, gpu")
     run.add_argument("--hardware", default="h200", help="hardware profile in configs/hardware")
     run.add_argument("--out-dir", default="runs")
+    run.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", named "
+                     "ENV__AGENT__SEED__TIME")
 
     bench = command("bench", _bench_cmd("cmd_bench"), "run the benchmark suite: agents x envs x "
                     "tracks x shapes x seeds under a step budget",
@@ -488,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--hardware", help="hardware profile in configs/hardware")
     bench.add_argument("--out-dir", default="results")
     bench.add_argument("--quiet", action="store_true", help="no progress display")
+    bench.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", one run per "
+                       "episode named ENV__AGENT__SEED__TIME__SHAPE, grouped by suite")
     bench.add_argument("--leaderboard", action="store_true", help="then write leaderboard.md "
                        "and leaderboard.html of the results file next to it")
 

@@ -26,7 +26,7 @@ def cmd_bench(args) -> int:
                       tracks=args.tracks, seeds=args.seeds, budget=args.budget,
                       measure=args.measure, hardware=args.hardware)
     console = _console()
-    runner = Runner(cfg, args.out_dir)
+    runner = Runner(cfg, args.out_dir, wandb=getattr(args, "wandb", False))
     todo, done = runner.pending()
     console.print(f"[bold]argus bench[/] {cfg.name}: {counted(len(todo) + done, 'episode')} "
                   f"({', '.join(cfg.agents)} x {', '.join(cfg.env_ids())} x "

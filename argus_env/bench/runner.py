@@ -36,8 +36,12 @@ class BenchSummary:
 
 
 class Runner:
-    def __init__(self, config: BenchConfig, out_dir: str | Path = "results"):
-        self.config = config
+    """Plays a suite's episodes; with `wandb`, each episode is logged to a W&B run named
+    `env__agent__seed__time__shape` (the shape: a suite plays several shapes of one agent,
+    env and seed within a second), grouped by the suite's name."""
+
+    def __init__(self, config: BenchConfig, out_dir: str | Path = "results", wandb: bool = False):
+        self.config, self.wandb = config, wandb
         self.path = Path(out_dir) / f"{config.name}.jsonl"
         self._evaluators: dict = {}
 
@@ -55,12 +59,15 @@ class Runner:
 
     def play(self, ep: Episode, progress: Callable | None = None) -> dict:
         """Play one episode and return its results line."""
+        from agents.tracking import run_agent, run_name
         c = self.config
         module = c.agent_module(ep.agent)
         args = c.agent_args(ep.agent, ep.seed, ep.shape)
         env = self.make_env(ep.env_id, ep.track)
         t0 = time.perf_counter()
-        record = module.run(env, args, progress=progress)
+        record = run_agent(module, env, args, progress, agent=ep.agent, wandb=self.wandb,
+                           name=f"{run_name(ep.env_id, ep.agent, ep.seed)}__{ep.shape}",
+                           group=c.name)
         record.seconds = round(time.perf_counter() - t0, 2)
         record.agent = ep.agent   # the leaderboard entry's name (the module's may differ)
         line = R.to_line(record, **R.line_fields(
