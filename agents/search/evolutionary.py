@@ -8,6 +8,11 @@ agent finally replays and submits. Each generation keeps the elite, fills the
 rest by tournament selection, one-point crossover and mutation (replace, insert or
 delete a gene), until the step budget is spent; then the best genome is replayed and
 submitted. Uses only the environment's public API: reset, step, observations.
+
+The budget binds every env step: a genome is evaluated only as far as leaves room for
+the final replay (of the best prefix so far, or of one of this genome's, at most as
+long) and the submit, so the last one may be cut short, and the episode never takes
+more steps than `budget`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class _Search:
         self.submit = catalog.index(("submit", None))
         self.shape = args.shape
         self.started = False
+        self.best: list[int] = []     # the best prefix found, its fitness and its env steps
+        self.best_fit, self.cost = -1.0, 0
 
     def reset(self):
         opts = {"shape": self.shape} if self.shape else None
@@ -60,22 +67,47 @@ class _Search:
             self.rec.restart(info)
         return obs
 
-    def evaluate(self, genome: list[int]) -> tuple[float, int]:
+    def evaluate(self, genome: list[int]) -> tuple[float, int, int]:
         """Apply the genome's legal genes; fitness is the best fraction of the library a
         program along the way reaches (0 for broken or unmeasured ones), with the length
-        of the prefix that reaches it: submitting after that prefix earns the fitness."""
+        of the prefix that reaches it and the env steps that prefix takes (masked genes
+        take none): submitting after that prefix earns the fitness."""
         obs = self.reset()
-        best, at = float(obs["perf"][2]), 0
+        best, at, steps, taken = float(obs["perf"][2]), 0, 0, 0
         for i, g in enumerate(genome):
             if not obs["action_mask"][g]:
                 continue
             obs, reward, term, trunc, info = self.env.step(g)
+            taken += 1
             self.rec.step(g, reward, info)
             if self.progress:
                 self.progress(self.rec.rec)
             if float(obs["perf"][2]) > best:
-                best, at = float(obs["perf"][2]), i + 1
-        return best, at
+                best, at, steps = float(obs["perf"][2]), i + 1, taken
+        return best, at, steps
+
+    def room(self, genome: list[int]) -> int:
+        """How many of the genome's genes fit the budget: its steps, then the replay of
+        the best prefix after it (the current best's or one of its own) and the submit."""
+        left = self.args.budget - self.rec.rec.env_steps - 1
+        return max((k for k in range(len(genome) + 1) if k + max(self.cost, k) <= left),
+                   default=0)
+
+    def generation(self, pop: list[list[int]]) -> tuple[list[float], bool]:
+        """The fitness of each genome the budget leaves room for, and whether the budget
+        is spent (a genome did not fit whole)."""
+        fit = []
+        for genome in pop:
+            k = self.room(genome)
+            if k == 0 and genome:
+                return fit, True
+            value, at, steps = self.evaluate(genome[:k])
+            fit.append(value)
+            if value > self.best_fit:
+                self.best, self.best_fit, self.cost = list(genome[:at]), value, steps
+            if k < len(genome):
+                return fit, True
+        return fit, False
 
     def random_genome(self) -> list[int]:
         return [int(self.rng.choice(self.genes)) for _ in range(self.args.genome_length)]
@@ -102,24 +134,18 @@ class _Search:
 def run(env, args: Args, progress=None) -> EpisodeRecord:
     s = _Search(env, args, progress)
     pop = [s.random_genome() for _ in range(args.population)]
-    best, best_fit = [], -1.0
     while True:
-        fit = []
-        for genome in pop:
-            if s.rec.rec.env_steps + len(genome) + len(best) + 1 > args.budget:
-                break
-            value, at = s.evaluate(genome)
-            fit.append(value)
-            if value > best_fit:
-                best, best_fit = list(genome[:at]), value
-        if len(fit) < len(pop):
+        before = s.rec.rec.env_steps
+        fit, spent = s.generation(pop)
+        if spent or s.rec.rec.env_steps == before:   # no room, or no gene the mask allows
             break
         order = np.argsort(fit)[::-1]
         pop = [pop[i] for i in order[: args.elite]] + \
             [s.child(pop, fit) for _ in range(args.population - args.elite)]
-    s.evaluate(best)                                  # replay the best prefix ...
-    obs, reward, term, trunc, info = env.step(s.submit)  # ... and submit where it ends
-    s.rec.step(s.submit, reward, info)
-    if progress:
-        progress(s.rec.rec)
+    s.evaluate(s.best)                                   # replay the best prefix ...
+    if s.rec.rec.env_steps < args.budget:                # ... and submit where it ends
+        obs, reward, term, trunc, info = env.step(s.submit)
+        s.rec.step(s.submit, reward, info)
+        if progress:
+            progress(s.rec.rec)
     return s.rec.rec
