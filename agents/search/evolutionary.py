@@ -9,9 +9,9 @@ rest by tournament selection, one-point crossover and mutation (replace, insert 
 delete a gene), until the step budget is spent; then the best genome is replayed and
 submitted. Uses only the environment's public API: reset, step, observations.
 
-The budget binds every env step: a genome is evaluated only as far as leaves room for
+The budget binds every env step: a genome takes a step only when that leaves room for
 the final replay (of the best prefix so far, or of one of this genome's, at most as
-long) and the submit, so the last one may be cut short, and the episode never takes
+long) and the submit, so the last genome may be cut short, and the episode never takes
 more steps than `budget`.
 """
 
@@ -55,6 +55,7 @@ class _Search:
         self.started = False
         self.best: list[int] = []     # the best prefix found, its fitness and its env steps
         self.best_fit, self.cost = -1.0, 0
+        self.spent = False            # no room for another step before the replay and submit
 
     def reset(self):
         opts = {"shape": self.shape} if self.shape else None
@@ -67,16 +68,20 @@ class _Search:
             self.rec.restart(info)
         return obs
 
-    def evaluate(self, genome: list[int]) -> tuple[float, int, int]:
+    def evaluate(self, genome: list[int], bounded: bool = True) -> tuple[float, int, int]:
         """Apply the genome's legal genes; fitness is the best fraction of the library a
         program along the way reaches (0 for broken or unmeasured ones), with the length
         of the prefix that reaches it and the env steps that prefix takes (masked genes
-        take none): submitting after that prefix earns the fitness."""
+        take none): submitting after that prefix earns the fitness. `bounded`: stop at
+        the first step that would leave no room for the final replay and the submit."""
         obs = self.reset()
         best, at, steps, taken = float(obs["perf"][2]), 0, 0, 0
         for i, g in enumerate(genome):
             if not obs["action_mask"][g]:
                 continue
+            if bounded and not self.fits(taken):
+                self.spent = True
+                break
             obs, reward, term, trunc, info = self.env.step(g)
             taken += 1
             self.rec.step(g, reward, info)
@@ -86,28 +91,26 @@ class _Search:
                 best, at, steps = float(obs["perf"][2]), i + 1, taken
         return best, at, steps
 
-    def room(self, genome: list[int]) -> int:
-        """How many of the genome's genes fit the budget: its steps, then the replay of
-        the best prefix after it (the current best's or one of its own) and the submit."""
-        left = self.args.budget - self.rec.rec.env_steps - 1
-        return max((k for k in range(len(genome) + 1) if k + max(self.cost, k) <= left),
-                   default=0)
+    def fits(self, taken: int) -> bool:
+        """Whether one more step, the genome's `taken + 1`th, leaves room for the final
+        replay (of the best prefix so far, or of one of this genome's, at most as long as
+        what it has taken) and the submit."""
+        return self.rec.rec.env_steps + 1 + max(self.cost, taken + 1) + 1 <= self.args.budget
 
-    def generation(self, pop: list[list[int]]) -> tuple[list[float], bool]:
-        """The fitness of each genome the budget leaves room for, and whether the budget
-        is spent (a genome did not fit whole)."""
+    def generation(self, pop: list[list[int]]) -> list[float]:
+        """The fitness of each genome the budget leaves room for (fewer than the
+        population, the last maybe cut short, when it is spent)."""
         fit = []
         for genome in pop:
-            k = self.room(genome)
-            if k == 0 and genome:
-                return fit, True
-            value, at, steps = self.evaluate(genome[:k])
+            if not self.fits(0):
+                self.spent = True
+            if self.spent:
+                break
+            value, at, steps = self.evaluate(genome)
             fit.append(value)
             if value > self.best_fit:
                 self.best, self.best_fit, self.cost = list(genome[:at]), value, steps
-            if k < len(genome):
-                return fit, True
-        return fit, False
+        return fit
 
     def random_genome(self) -> list[int]:
         return [int(self.rng.choice(self.genes)) for _ in range(self.args.genome_length)]
@@ -136,13 +139,13 @@ def run(env, args: Args, progress=None) -> EpisodeRecord:
     pop = [s.random_genome() for _ in range(args.population)]
     while True:
         before = s.rec.rec.env_steps
-        fit, spent = s.generation(pop)
-        if spent or s.rec.rec.env_steps == before:   # no room, or no gene the mask allows
+        fit = s.generation(pop)
+        if s.spent or s.rec.rec.env_steps == before:   # no room, or no gene the mask allows
             break
         order = np.argsort(fit)[::-1]
         pop = [pop[i] for i in order[: args.elite]] + \
             [s.child(pop, fit) for _ in range(args.population - args.elite)]
-    s.evaluate(s.best)                                   # replay the best prefix ...
+    s.evaluate(s.best, bounded=False)                    # replay the best prefix ...
     if s.rec.rec.env_steps < args.budget:                # ... and submit where it ends
         obs, reward, term, trunc, info = env.step(s.submit)
         s.rec.step(s.submit, reward, info)
