@@ -317,7 +317,18 @@ def discrete_action(rng: random.Random, env) -> Fuzzed:
         return Fuzzed(value, "index-out-of-range", True)
     if kind < 85:
         return Fuzzed(np.uint64(2**64 - 1), "index-out-of-range", True)
-    return Fuzzed(rng.choice(ODD_VALUES), "odd-type", True)
+    value = rng.choice(ODD_VALUES)
+    return Fuzzed(value, "odd-type", not taken_as_index(env, value))
+
+
+def taken_as_index(env, value) -> bool:
+    """Whether the discrete space contains `value` (`np.array(1)`, `True`) and its index is
+    legal now: the environment then takes it, as what the space contains."""
+    try:
+        contained = bool(env.action_space.contains(value))
+    except Exception:  # noqa: BLE001 - a value the space cannot even compare
+        return False
+    return contained and bool(env.action_mask()[int(value)])
 
 
 def action(rng: random.Random, env) -> Fuzzed:

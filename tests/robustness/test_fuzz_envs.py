@@ -138,6 +138,8 @@ def test_every_kind_of_bad_discrete_action_is_refused(env_id):
     env.reset(seed=0)
     n = len(env.unwrapped.catalog)
     for value in fz.ODD_VALUES + [-1, n, 2**63, 10**30]:
+        if fz.taken_as_index(env.unwrapped, value):  # what the space contains is an action
+            continue
         checked_step(env, fz.Fuzzed(value, "odd", True))
     undo = env.unwrapped.catalog.index(("undo", None))
     _, _, _, _, info = checked_step(env, fz.Fuzzed(undo, "undo-without-history", True))
