@@ -8,14 +8,32 @@ new one started on the next request; a worker that dies mid-run (a segfault from
 out-of-bounds access under the interpreter, say) is reported as a fault. A worker first
 imports torch and triton and says it is ready; only then does a request's time start, so
 a restart never eats into a kernel's budget.
+
+The worker is a plain subprocess, `python -m argus_env.measure.worker --fd N`, talking over
+one end of a socket pair with `multiprocessing.connection`'s framing: it never re-imports
+the user's main module (an unguarded script stays correct), and a daemonic process (an
+`AsyncVectorEnv` worker, an RLlib env runner) may start it. A worker killed from outside
+(SIGKILL, SIGTERM, SIGINT that it did not raise itself) gives a `fault` answer marked
+`transient`: not a verdict on the program, so it is not remembered.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import atexit
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import weakref
+from multiprocessing.connection import Connection
+
+#: exit signals that come from outside the worker (an operator, an OOM killer, a terminal)
+#: rather than from the kernel it ran (SIGSEGV, SIGABRT, SIGBUS are the program's)
+OUTSIDE = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
+_LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 
 
 def _serve(conn, interpret: bool) -> None:
@@ -92,20 +110,32 @@ class Worker:
 
     def _start(self) -> bool:
         """Start the process and wait until it is ready; False if it never is."""
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self.interpret), daemon=True,
-                                 name="argus-kernel-worker")
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        parent, child = socket.socketpair()
+        cmd = [sys.executable, "-m", "argus_env.measure.worker", "--fd", str(child.fileno()),
+               "--interpret", "1" if self.interpret else "0"]
         try:
-            if parent.poll(self.startup_timeout) and parent.recv().get("status") == "ready":
+            self._proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                          env={**os.environ, "PYTHONPATH": _pythonpath()})
+        except OSError:
+            parent.close()
+            return False
+        finally:
+            child.close()
+        self._conn = Connection(parent.detach())
+        _LIVE.add(self)
+        try:
+            if self._conn.poll(self.startup_timeout) and self._conn.recv().get("status") == "ready":
                 return True
         except (EOFError, OSError):
             pass
         self.stop()
         return False
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _exit_code(self) -> int | None:
+        return self._proc.poll() if self._proc is not None else None
 
     def ensure_started(self) -> bool:
         """Start the worker now (outside any request's time limit) unless it is running."""
@@ -113,7 +143,7 @@ class Worker:
             return self._ensure_started()
 
     def _ensure_started(self) -> bool:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             return True
         if self._proc is not None:
             self.restarts += 1
@@ -126,8 +156,12 @@ class Worker:
                 self._conn.close()
             except OSError:
                 pass
-            self._proc.kill()
-            self._proc.join(timeout=5)
+            if self._proc.poll() is None:
+                self._proc.kill()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         self._proc = self._conn = None
 
     def run(self, program_text: str, task: str, sizes: dict, seed: int = 0,
@@ -145,7 +179,7 @@ class Worker:
                 except OSError:  # BrokenPipeError: it died after the liveness check
                     self.stop()
                 if attempt:
-                    return {"status": "fault", "ok": False,
+                    return {"status": "fault", "ok": False, "transient": True,
                             "message": "the worker process could not be started"}
             limit = self.timeout if timeout is None else timeout
             try:
@@ -153,13 +187,14 @@ class Worker:
             except (EOFError, OSError):
                 ready = False
             if not ready:
-                alive = self._proc.is_alive()
+                alive = self._alive()
+                code = self._exit_code()
                 self.stop()
                 self.restarts += 1
                 if alive:
                     return {"status": "timeout", "ok": False,
                             "message": f"the kernel did not finish within {limit:.0f} s"}
-                return {"status": "fault", "ok": False, "message": "the kernel crashed the worker"}
+                return _crashed(code)
             try:
                 answer = self._conn.recv()
                 if answer.get("restart"):  # the worker is exiting: replace it next time
@@ -167,16 +202,48 @@ class Worker:
                     self.restarts += 1
                 return answer
             except (EOFError, OSError):
-                code = self._proc.exitcode if self._proc is not None else None
+                if self._proc is not None:
+                    try:
+                        self._proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                code = self._exit_code()
                 self.stop()
                 self.restarts += 1
-                return {"status": "fault", "ok": False,
-                        "message": f"the kernel crashed the worker (exit code {code})"}
+                return _crashed(code)
 
     def __del__(self):
         try:
             self.stop()
         except Exception:
+            pass
+
+
+def _crashed(code: int | None) -> dict:
+    """The answer for a worker that died mid-request: the program's fault, unless a signal
+    from outside ended it (then `transient`: the same program may well pass next time)."""
+    answer = {"status": "fault", "ok": False,
+              "message": f"the kernel crashed the worker (exit code {code})"}
+    if code in OUTSIDE:
+        answer["transient"] = True
+        answer["message"] = (f"the worker was stopped from outside (signal {-code}) while "
+                             "running the kernel; not a verdict on the program")
+    return answer
+
+
+def _pythonpath() -> str:
+    """This process's import path for the worker, so it imports the same Argus."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parts = [here] + [p for p in sys.path if p and os.path.isdir(p)]
+    return os.pathsep.join(dict.fromkeys(parts))
+
+
+@atexit.register
+def _stop_all() -> None:
+    for w in list(_LIVE):
+        try:
+            w.stop()
+        except Exception:  # noqa: BLE001 - exiting anyway
             pass
 
 
@@ -207,3 +274,19 @@ def release_shared_worker(worker: Worker) -> None:
     _USERS[key] -= 1
     if _USERS[key] == 0:
         worker.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m argus_env.measure.worker --fd N --interpret 0|1`: serve requests on the
+    inherited socket N until it closes."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m argus_env.measure.worker")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--interpret", type=int, default=1)
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _serve(Connection(args.fd), bool(args.interpret))
+
+
+if __name__ == "__main__":
+    main()
