@@ -60,3 +60,14 @@ def test_json_into_a_closed_pipe_is_not_a_traceback(tmp_path):
     proc = subprocess.run(f"{sys.executable} -m argus_env.cli check {path} --json | head -c 10",
                           shell=True, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_lower_claims_no_proof_for_a_program_the_checker_rejects(tmp_path, capsys):
+    text = get_task("gemm").program("baseline").text
+    bad = _write(tmp_path, text.replace("mask=(rows < M, cols < N))", "mask=(rows <= M, cols < N))"))
+    assert cli.main(["check", bad]) == 1
+    capsys.readouterr()
+    assert cli.main(["lower", bad]) == 0
+    src = capsys.readouterr().out
+    assert "proven" not in src.lower(), [ln for ln in src.splitlines() if "proven" in ln.lower()]
+    assert "tag assertion" in src

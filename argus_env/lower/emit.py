@@ -275,7 +275,8 @@ class KernelEmitter:
     def effect(self, call: ir.Call, scope: Scope) -> list[ast.stmt]:
         if call.fn == "assert_tags":
             text = ", ".join(f"{k}={print_expr(v)}" for k, v in call.tags)
-            return [comment(f"invariant, proven by the Argus checker: "
+            # the lowering does not know whether the checker proved it: it states the claim
+            return [comment(f"tag assertion (checked by `argus check`, not by this code): "
                             f"{print_expr(call.arg('x'))} has {text}")]
         if call.fn in ("store", "atomic_add"):
             return [ast.Expr(value=self.write(call, scope))]
