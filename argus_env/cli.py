@@ -511,8 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "not replayed), then replayed from its actions in a fresh env (same "
                   "env id, mode, measure, hardware, seed and shape); every reward, invariant "
                   "report and measurement is compared, then the final program. Exits 1 at the "
-                  "first divergence, printing it. Agents that reset several times record only "
-                  "their last episode's actions: that episode is replayed.")
+                  "first divergence, printing it. Agents that reset several times record every "
+                  "episode's actions, and every episode is replayed (a record written before "
+                  "they did: its last episode, bounding the figures over all of them).")
     val.add_argument("records", nargs="+", metavar="RECORD")
     val.add_argument("--line", type=int, help="only this line of a results file")
     val.add_argument("--gpu", action="store_true", help="also time each final program on this "

@@ -7,7 +7,8 @@ reward or hardware name with a suffix or a slash is read as a path. So a line is
 here, as data, before any env is made: every key known, every value of its type, the env
 id one of `ENV_IDS` compared as a plain string, the task that id's, the shape a name the
 task knows (or "custom" with integer sizes), the hardware and reward plain names of the
-files in `configs/`, and the per-step lists as long as the episode. `check_line` returns
+files in `configs/`, the per-step lists as long as the episode, and the env steps as many
+as the actions of every episode when the line carries the earlier ones. `check_line` returns
 the problems as `Divergence`s (never raises); a line with any is not replayed.
 """
 
@@ -30,6 +31,9 @@ TRACKS = ("train", "test", "all")
 LINE_EXTRAS = ("task_uri", "track", "budget", "reward", "suite", "agent_args", "hashes",
                "hardware_profile", "submitted_program_hash", "final_measured_by")
 PER_STEP = ("actions", "action_labels", "rewards", "step_invariants", "step_tflops")
+#: fields a line may leave out: `earlier_actions` is written only for agents that reset,
+#: and lines written before it existed lack it
+OPTIONAL = ("earlier_actions",)
 
 
 @dataclass
@@ -121,6 +125,7 @@ TYPES: dict[str, tuple[str, Callable]] = {
     "env_steps": ("an integer >= 0", _int),
     "trace": ("a list of [env step, fraction] pairs", _list_of(_pair)),
     "transcript": ("a list of JSON mappings", _list_of(lambda x: type(x) is dict and _json(x))),
+    "earlier_actions": ("a list of lists of actions", _list_of(lambda x: type(x) is list)),
     "split": (f"one of {TRACKS} or ''", lambda v: v in TRACKS + ("",)),
     "final_program": ("a string", _str), "final_tflops": ("a finite number or null", _opt_num),
     "final_frac_anchor": ("a finite number", _num),
@@ -165,7 +170,7 @@ def check_line(line: dict, extras: bool = False) -> list[Divergence]:
     """Problems of a results line as data; `extras`: the bench's fields are required too."""
     if type(line) is not dict:
         return [Divergence(None, "line", "a JSON mapping", type(line).__name__)]
-    want = set(RECORD_FIELDS) | (set(LINE_EXTRAS) if extras else set())
+    want = set(RECORD_FIELDS) - set(OPTIONAL) | (set(LINE_EXTRAS) if extras else set())
     out = [Divergence(None, k, "a field of a results line", "an unknown field")
            for k in sorted(map(str, set(line) - set(TYPES)))]
     out += [Divergence(None, k, "present", "missing") for k in sorted(want - set(line))]
@@ -195,10 +200,19 @@ def _known(line: dict) -> list[Divergence]:
     if "reward" in line and line["reward"] not in config_names("reward"):
         out.append(Divergence(None, "reward", f"one of {config_names('reward')}", line["reward"]))
     kind = int if line["mode"] == "discrete" else str
-    if not all(type(a) is kind for a in line["actions"]):
-        out.append(Divergence(None, "actions", f"{kind.__name__} actions ({line['mode']} mode)",
-                              line["actions"]))
+    for key in ("actions", "earlier_actions"):
+        actions = line["actions"] if key == "actions" else \
+            [a for episode in line.get(key, []) for a in episode]
+        if not all(type(a) is kind for a in actions):
+            out.append(Divergence(None, key, f"{kind.__name__} actions ({line['mode']} mode)",
+                                  line[key]))
     return out
+
+
+def recorded_actions(line: dict) -> int:
+    """How many env steps a line's actions replay: every episode's when it carries the
+    earlier ones, else the last episode's."""
+    return len(line["actions"]) + sum(map(len, line.get("earlier_actions", [])))
 
 
 def _consistent(line: dict) -> list[Divergence]:
@@ -210,6 +224,9 @@ def _consistent(line: dict) -> list[Divergence]:
     trace, env_steps = line["trace"], line["env_steps"]
     if env_steps < steps:
         out.append(Divergence(None, "env_steps", f"at least steps ({steps})", env_steps))
+    elif line.get("earlier_actions") and env_steps != recorded_actions(line):
+        out.append(Divergence(None, "env_steps", f"the {recorded_actions(line)} actions of "
+                              "its episodes", env_steps))
     if [s for s, _ in trace] != list(range(1, env_steps + 1)):
         out.append(Divergence(None, "trace", f"env steps 1..{env_steps} in order",
                               [s for s, _ in trace]))

@@ -16,7 +16,8 @@ The agent module is never imported.
 data (`schema.check_line`: known keys and types, a registered env id compared as a
 string); every line against the suite (the submission's agent name, the suite's budget,
 measure, hardware, mode and reward, no more actions than the budget, an episode of the
-suite on its track, each episode once) and the suite covered. Only a line that breaks
+suite on its track, each episode once, every episode's actions recorded: a record of an
+agent that resets carries `earlier_actions`) and the suite covered. Only a line that breaks
 none of these is replayed (`validate.py`), and the submission is accepted when every
 line replays without a divergence. The records it returns are *board lines*: rebuilt
 from the replays, so every figure a leaderboard shows is the replay's.
@@ -33,7 +34,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from . import results as R
 from .leaderboard import counted
-from .schema import NAME, check_line, config_names, short
+from .schema import NAME, check_line, config_names, recorded_actions, short
 
 TEMPLATES = Path(__file__).parent / "templates" / "submission"
 FILES = ("results.jsonl", "agent.yaml", "README.md")
@@ -184,9 +185,14 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> li
             out.append(bad(f"{key} {line[key]!r} differs from suite {suite.name!r}: {want!r}", key))
     if line["suite"] != suite.name:
         out.append(bad(f"suite {line['suite']!r} is not {suite.name!r}", "suite"))
-    if len(line["actions"]) > suite.budget:
-        out.append(bad(f"{counted(len(line['actions']), 'action')}, over the budget of "
+    if recorded_actions(line) > suite.budget:
+        out.append(bad(f"{counted(recorded_actions(line), 'action')}, over the budget of "
                        f"{suite.budget}", "actions"))
+    if line["env_steps"] > recorded_actions(line):
+        out.append(bad(f"{counted(line['env_steps'], 'env step')} but actions for "
+                       f"{recorded_actions(line)}: a record of several episodes must carry "
+                       "the earlier ones' (earlier_actions); play it again with this version",
+                       "earlier_actions"))
     track = tracks.get((line["env_id"], line["shape"]))
     if track is None or line["seed"] not in suite.seeds:
         out.append(bad(f"episode {line['env_id']} {line['shape']} seed {line['seed']} is not "

@@ -18,13 +18,14 @@ the counters) and the fields the bench adds (`task_uri`, `submitted_program_hash
 is what its actions give) and never raises for a mismatch.
 
 Agents that reset several times (greedy's restarts, every genome of the evolutionary
-search) record only their last episode's actions, and that is the episode replayed; the
-record's `SPANNING` figures cover every episode, so for such a record (`env_steps >
-steps`) they are checked only for what the replay bounds (each at least the replayed
-episode's). `Validator.check` also returns the *board line*: the line rebuilt from the
-replay, which is what a leaderboard of submitted results ranks, so no figure on a board
-is taken from a submission on trust (for a record of several episodes the board sees the
-replayed episode's own figures).
+search) record the actions of each episode before the last in `earlier_actions`: the
+replay resets and plays every episode in order, so the `SPANNING` figures (env steps,
+trace, best figures, counts) are compared exactly too. A record written before records
+carried them (`env_steps > steps`, no `earlier_actions`) replays its last episode only,
+and its spanning figures are checked for what that replay bounds (each at least the
+replayed episode's). `Validator.check` also returns the *board line*: the line rebuilt
+from the replay, which is what a leaderboard of submitted results ranks, so no figure on
+a board is taken from a submission on trust.
 
 `drift` lists the provenance hashes of a results line that differ from this checkout's
 (the sources, table or reward changed since): notes that explain a divergence, not
@@ -41,7 +42,7 @@ from ..envs.record import EpisodeRecord, Recorder
 from . import results as R
 from .leaderboard import counted
 from .runner import share
-from .schema import Divergence, check_line, registered_env_ids
+from .schema import Divergence, check_line, recorded_actions, registered_env_ids
 
 __all__ = ["Divergence", "Validator", "compare", "drift", "remeasure_on_gpu", "validate"]
 
@@ -52,8 +53,8 @@ PER_STEP = {"rewards": "reward", "action_labels": "action", "step_invariants": "
 SPANNING = ("best_frac_anchor", "best_tflops", "best_program", "trace", "violations_met",
             "violations_fixed", "invalid_actions", "env_steps")
 #: not replayable and read by no board: timings, the recording machine's package
-#: versions, the agent's own notes (an LLM's prompts); `actions` are the replay's input
-UNCHECKED = ("seconds", "created", "versions", "transcript", "actions")
+#: versions, the agent's own notes (an LLM's prompts); the actions are the replay's input
+UNCHECKED = ("seconds", "created", "versions", "transcript", "actions", "earlier_actions")
 #: what live GPU timings may change: which of two programs within 10% was the best
 TIMING_DEPENDENT = ("best_program",)
 #: fields of a submitted line a board line keeps as they are (no board reads them)
@@ -99,8 +100,9 @@ class Validator:
         known = next((k for k in registered_env_ids() if k == env_id), None)
         if known is None:
             raise ValueError(f"{env_id!r} is not a registered env id")
+        longest = max(map(len, [rec.actions, *rec.earlier_actions]))
         kwargs = dict(mode=rec.mode, measure=rec.measure, hardware=rec.hardware, split=split,
-                      reward=reward, max_episode_steps=max(len(rec.actions), 1))
+                      reward=reward, max_episode_steps=max(longest, 1))
         env = gym.make(known, **kwargs)
         if self.share:
             share(env, self._evaluators)
@@ -112,15 +114,9 @@ class Validator:
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
         env = self.make_env(rec.env_id, rec, split, reward)
         try:
-            shape = rec.shape if rec.shape != "custom" else dict(rec.sizes)
-            obs, info = env.reset(seed=rec.seed, options={"shape": shape})
             again = Recorder(env, rec.agent, rec.seed)
-            again.start(info)
-            for action in rec.actions:
-                obs, reward_, terminated, truncated, info = env.step(action)
-                again.step(action, reward_, info)
-                if terminated:
-                    break
+            for n, actions in enumerate([*rec.earlier_actions, rec.actions]):
+                play(env, again, rec, actions, first=n == 0)
             fields = R.line_fields(env, again.rec, track=split, budget=line.get("budget"),
                                    reward=reward, suite=line.get("suite"),
                                    agent_args=line.get("agent_args", {}))
@@ -146,6 +142,22 @@ class Validator:
         return self.check(line)[0]
 
 
+def play(env, recorder: Recorder, rec: EpisodeRecord, actions: list, first: bool) -> None:
+    """One episode of a record: reset to its seed and shape, then its actions until a
+    submit ends it."""
+    shape = rec.shape if rec.shape != "custom" else dict(rec.sizes)
+    obs, info = env.reset(seed=rec.seed, options={"shape": shape})
+    if first:
+        recorder.start(info)
+    else:
+        recorder.restart(info)
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        recorder.step(action, reward, info)
+        if terminated:
+            break
+
+
 def json_line(line: dict | EpisodeRecord) -> dict:
     """A record as the JSON mapping a results line is (an `EpisodeRecord` as written)."""
     import json
@@ -166,7 +178,7 @@ def compare(rec: EpisodeRecord, got: EpisodeRecord) -> list[Divergence]:
     if len(got.actions) < len(rec.actions):
         out.append(Divergence(len(got.actions), "terminated", "more steps after this one",
                               "the episode ended (submit)"))
-    single = rec.env_steps == rec.steps
+    single = rec.env_steps == rec.steps + sum(map(len, rec.earlier_actions))  # every episode
     for f in dataclasses.fields(EpisodeRecord):
         if f.name in UNCHECKED or f.name in PER_STEP or (f.name in SPANNING and not single) \
                 or (approx and f.name in TIMING_DEPENDENT):
@@ -202,9 +214,9 @@ def compare_fields(line: dict, r: Replay) -> list[Divergence]:
     for key in ("task_uri", "submitted_program_hash", "final_measured_by"):
         if key in line and line[key] != r.fields[key]:
             out.append(Divergence(None, key, line[key], r.fields[key]))
-    if line.get("budget") is not None and len(r.rec.actions) > line["budget"]:
+    if line.get("budget") is not None and recorded_actions(line) > line["budget"]:
         out.append(Divergence(None, "budget", f"at most {counted(line['budget'], 'action')}",
-                              len(r.rec.actions)))
+                              recorded_actions(line)))
     return out
 
 

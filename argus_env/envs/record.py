@@ -55,8 +55,12 @@ class EpisodeRecord:
     env_steps: int = 0          # every step the agent took, over all its episodes
     trace: list = field(default_factory=list)  # [env step, best fraction of library so far]
     transcript: list = field(default_factory=list)  # LLM agents: each step's prompt and answer
-    # The last episode's own figures (agents that reset several times record only the
-    # last episode's actions, so a replay from `reset(seed, shape)` checks these):
+    # Agents that reset several times (greedy's restarts, each genome of the evolutionary
+    # search): the actions of every episode before the last, one list per reset, so a
+    # replay plays them all. Left out of the JSON when empty: a record of one episode is
+    # written as before, and one written before it existed holds the last episode only.
+    earlier_actions: list = field(default_factory=list)
+    # The last episode's own figures (the per-step lists, `actions` and `steps` too):
     split: str = ""                 # the env's shape split ("train", "test", "all")
     final_program: str = ""         # the program the episode ended on: the submitted one
     final_tflops: float | None = None   # its throughput (None: unmeasured or broken)
@@ -70,6 +74,8 @@ class EpisodeRecord:
     def to_json(self) -> str:
         d = asdict(self)
         d["return"] = d.pop("return_")
+        if not d["earlier_actions"]:
+            del d["earlier_actions"]
         return json.dumps(d)
 
     @classmethod
@@ -135,8 +141,10 @@ class Recorder:
 
     def restart(self, info: dict) -> None:
         """A new episode of the same agent run: the record describes the latest one,
-        while `env_steps`, `trace` and the best figures span them all."""
+        while `env_steps`, `trace` and the best figures span them all, and the finished
+        episode's actions join `earlier_actions` (a replay plays every episode)."""
         r = self.rec
+        r.earlier_actions.append(r.actions)
         r.actions, r.action_labels, r.rewards = [], [], []
         r.return_, r.steps, r.submitted = 0.0, 0, False
         r.step_invariants, r.step_tflops = [], []

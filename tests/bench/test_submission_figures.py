@@ -132,21 +132,35 @@ def test_a_line_that_breaks_a_rule_is_not_replayed(probe_lines, submission, monk
     assert len(replayed) == 1, "the honest line is replayed"
 
 
-def test_a_line_of_several_episodes_is_bounded_by_its_replay(probe_lines):
-    """A record of an agent that resets is checked against what its replayed last
-    episode bounds, and the board line carries the replay's figures."""
+def test_a_line_of_several_episodes_replays_every_one(probe_lines, submission):
+    """A record of an agent that resets carries every episode's actions: its board line is
+    the replay of them all (env steps, trace and best found over every episode)."""
     line = probe_lines["evolutionary"]
     divergences, board = V.Validator().check(line)
     assert divergences == [], [str(d) for d in divergences]
-    assert board["env_steps"] == board["steps"] == len(line["actions"])
-    assert board["final_frac_anchor"] == line["final_frac_anchor"]
-    assert board["best_frac_anchor"] <= line["best_frac_anchor"]
-    low = copy.deepcopy(line)
+    assert board["env_steps"] == line["env_steps"] > board["steps"] == len(line["actions"])
+    for key in ("trace", "best_frac_anchor", "final_frac_anchor", "invalid_actions",
+                "violations_met", "earlier_actions"):
+        assert board[key] == line[key], key
+    low = copy.deepcopy(line)            # a lower best found, the trace to match
     low["best_frac_anchor"] = low["trace"][-1][1] = board["best_frac_anchor"] / 2
     for pair in low["trace"]:
         pair[1] = min(pair[1], low["best_frac_anchor"])
     fields = {d.field for d in V.Validator().validate(low)}
-    assert "best_frac_anchor" in fields, fields
+    assert {"best_frac_anchor", "trace"} <= fields, fields
+
+
+def test_a_line_of_several_episodes_without_their_actions_is_refused(probe_lines, submission):
+    """A record of several episodes that carries only the last one's actions (as written
+    before `earlier_actions`): `argus validate` bounds its spanning figures by the last
+    episode's replay, and a submission is refused before any replay."""
+    line = {k: v for k, v in probe_lines["evolutionary"].items() if k != "earlier_actions"}
+    divergences, board = V.Validator().check(line)
+    assert divergences == [] and board["env_steps"] == board["steps"] == len(line["actions"])
+    assert board["best_frac_anchor"] <= line["best_frac_anchor"]
+    problems, board = check_submission(submission([line]))
+    assert board == [] and any(p.field == "earlier_actions" and p.line == 1 for p in problems), \
+        [str(p) for p in problems]
 
 
 def test_the_budget_binds_the_recorded_actions(probe_lines, submission):

@@ -56,19 +56,30 @@ def test_an_edited_action_list_is_caught(lines):
 
 
 @pytest.mark.slow
-def test_an_agent_that_resets_is_validated_on_its_last_episode():
-    """The evolutionary search resets for every genome: the record holds the last
-    episode's actions (the best genome replayed, then submit), and that is what replays;
-    env_steps and the trace span every episode."""
+def test_an_agent_that_resets_is_validated_on_every_episode():
+    """The evolutionary search resets for every genome: the record carries each earlier
+    episode's actions, the replay plays them all, and the figures that span the episodes
+    (env steps, trace, best found, counts) are compared exactly: a trace raised inside an
+    earlier episode is caught. A record without them (written before they were recorded)
+    still replays its last episode, its spanning figures bounded by that replay."""
     module = load_agent("evolutionary")
     env = gym.make("Argus-GEMM-v0", measure="table", max_episode_steps=20)
     rec = module.run(env, module.Args(budget=14, seed=0, shape="decode-16", population=3,
                                       genome_length=2))
     assert rec.env_steps > rec.steps and rec.submitted, rec
+    assert len(rec.earlier_actions) > 1
+    assert sum(map(len, rec.earlier_actions)) + rec.steps == rec.env_steps
     assert validate(rec) == []
     line = json.loads(rec.to_json())
-    line["final_frac_anchor"] += 0.5
-    assert [d.field for d in validate(line)] == ["final_frac_anchor"]
+    tampered = copy.deepcopy(line)
+    tampered["final_frac_anchor"] += 0.5
+    assert [d.field for d in validate(tampered)] == ["final_frac_anchor"]
+    early = copy.deepcopy(line)          # the best reached at the first step, not later
+    early["trace"] = [[s, early["best_frac_anchor"]] for s, _ in early["trace"]]
+    assert early["trace"] != line["trace"]
+    assert [d.field for d in validate(early)] == ["trace"], validate(early)
+    legacy = {k: v for k, v in early.items() if k != "earlier_actions"}
+    assert validate(legacy) == [], "bounded by the last episode, as before"
 
 
 @pytest.mark.slow
