@@ -67,17 +67,8 @@ def _first(agent: str, env_id: str | None = None) -> list[dict]:
     return out
 
 
-#: committed episodes the agent no longer plays the same way; each still replays from its
-#: actions (`argus validate`), and the board stays as committed until the suite is re-run
-STALE = {"evolutionary": "committed before the evolutionary search kept to its budget (it "
-                         "took 11-12 env steps of 10); re-run `argus bench --config "
-                         "leaderboard` to refresh its lines"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", [pytest.param(a, marks=pytest.mark.xfail(
-    a in STALE, reason=STALE.get(a, ""), strict=True)) for a in ("random", "greedy",
-                                                              "evolutionary", "ppo")])
+@pytest.mark.parametrize("agent", ["random", "greedy", "evolutionary", "ppo"])
 def test_episodes_of_each_agent_on_each_env_replay_bit_for_bit(agent):
     lines = _first(agent)
     assert lines, f"no committed {agent} episodes"
