@@ -30,9 +30,13 @@ import time
 import weakref
 from multiprocessing.connection import Connection
 
-#: exit signals that come from outside the worker (an operator, an OOM killer, a terminal)
-#: rather than from the kernel it ran (SIGSEGV, SIGABRT, SIGBUS are the program's)
-OUTSIDE = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
+#: signals a process raises by running code: a kernel's out-of-bounds access (SIGSEGV,
+#: SIGBUS), an abort in the compiler or runtime (SIGABRT), a trap, a resource limit its run
+#: exceeded. A worker ended by any other signal (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+#: SIGUSR1, ...) was stopped from outside (an operator, an OOM killer, a terminal).
+PROGRAM_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                             signal.SIGABRT, signal.SIGTRAP, signal.SIGSYS, signal.SIGXCPU,
+                             signal.SIGXFSZ})
 _LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 
 
@@ -220,15 +224,27 @@ class Worker:
 
 
 def _crashed(code: int | None) -> dict:
-    """The answer for a worker that died mid-request: the program's fault, unless a signal
-    from outside ended it (then `transient`: the same program may well pass next time)."""
-    answer = {"status": "fault", "ok": False,
-              "message": f"the kernel crashed the worker (exit code {code})"}
-    if code in OUTSIDE:
-        answer["transient"] = True
-        answer["message"] = (f"the worker was stopped from outside (signal {-code}) while "
-                             "running the kernel; not a verdict on the program")
-    return answer
+    """The answer for a worker that died mid-request with exit code `code` (`-n`: signal
+    n): a fault of the program when its run raised the signal (`PROGRAM_SIGNALS`), else
+    `transient` (a signal from outside, or an end without a signal, which no program text
+    causes: the worker catches every exception a request raises), so the same program may
+    well pass next time."""
+    if code is not None and code < 0 and -code in PROGRAM_SIGNALS:
+        return {"status": "fault", "ok": False,
+                "message": f"the kernel crashed the worker ({_signal_name(-code)}, exit code "
+                           f"{code})"}
+    why = (f"stopped from outside ({_signal_name(-code)})" if code is not None and code < 0
+           else "gone" if code is None else f"ended without a signal (exit code {code})")
+    return {"status": "fault", "ok": False, "transient": True,
+            "message": f"the worker was {why} while running the kernel; not a verdict on the "
+                       "program"}
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def _pythonpath() -> str:
