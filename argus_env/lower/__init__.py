@@ -4,6 +4,6 @@
     launch = lower.load(program, interpret=True) # the launcher, kernel under the interpreter
 """
 
-from .build import cache_dir, load, module_path, source  # noqa: F401
+from .build import cache_dir, cached, load, loads, module_path, source  # noqa: F401
 from .module import LOWERING_VERSION, generate  # noqa: F401
 from .runtime import LaunchError  # noqa: F401

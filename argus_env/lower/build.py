@@ -9,6 +9,12 @@ Triton's `@jit` reads a kernel's source (`inspect.getsourcelines`). A file whose
 differs from the text (by SHA-256) is rewritten. Whether the kernel runs under the
 Triton interpreter is fixed when its module is executed, so the interpreted and compiled
 variants are separate modules, and one process runs kernels in one mode only.
+
+Memory is bounded however many distinct programs a process sees: the generated texts
+(`MAX_SOURCES`) and the loaded modules (`MAX_MODULES`) are least-recently-used caches, and
+a module dropped from its cache leaves `sys.modules`, `linecache`, Triton's registry of
+JIT functions and the interpreter's table of rewritten kernels with it (a launcher still
+held elsewhere keeps working).
 """
 
 from __future__ import annotations
@@ -19,15 +25,47 @@ import os
 import sys
 import threading
 import types
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
 from ..dsl.program import Program
 from .module import LOWERING_VERSION, generate
 
-_lock = threading.Lock()
-_loaded: dict[tuple[str, bool], types.ModuleType] = {}
-_sources: dict[str, str] = {}
+MAX_SOURCES = 512  # generated texts kept (a few KB each)
+MAX_MODULES = 128  # loaded modules kept (the text, code objects and Triton's kernel objects)
+
+
+class LRU:
+    """A mapping that keeps its `size` most recently used entries."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.items: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        value = self.items.get(key)
+        if value is not None:
+            self.items.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> list:
+        """Store `value`; the entries this pushed out, oldest first."""
+        self.items[key] = value
+        self.items.move_to_end(key)
+        out = []
+        while len(self.items) > max(self.size, 1):
+            out.append(self.items.popitem(last=False))
+        return out
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+_lock = threading.RLock()
+_loaded = LRU(MAX_MODULES)    # (key, interpret) -> module
+_sources = LRU(MAX_SOURCES)   # key -> generated text
+_loads = 0                    # modules executed by this process, ever
 _mode: bool | None = None
 
 
@@ -43,9 +81,25 @@ def _key(program: Program) -> str:
 def source(program: Program) -> str:
     """The generated Triton source of `program` (memoised by program hash)."""
     key = _key(program)
-    if key not in _sources:
-        _sources[key] = generate(program)
-    return _sources[key]
+    with _lock:
+        text = _sources.get(key)
+        if text is None:
+            text = generate(program)
+            _sources.put(key, text)
+        return text
+
+
+def loads() -> int:
+    """How many generated modules this process has executed (a worker recycles itself
+    after a number of them)."""
+    return _loads
+
+
+def cached() -> dict[str, int]:
+    """How many texts and modules are held now, and the bounds on them."""
+    return {"sources": len(_sources), "max_sources": _sources.size,
+            "modules": len(_loaded), "max_modules": _loaded.size,
+            "sys_modules": sum(1 for m in list(sys.modules) if m.startswith("argus_kernels."))}
 
 
 def module_path(program: Program) -> Path:
@@ -179,16 +233,40 @@ def _patch_interpreter_bf16() -> None:
 
 def load_module(program: Program, interpret: bool) -> types.ModuleType:
     """`program`'s generated module, its kernels under the Triton interpreter if asked."""
+    global _loads
     key = (_key(program), interpret)
     with _lock:
-        if key in _loaded:
-            return _loaded[key]
+        module = _loaded.get(key)
+        if module is not None:
+            return module
         path = module_path(program)
         modname = f"argus_kernels.{path.stem}_{'interp' if interpret else 'jit'}"
         _set_mode(interpret)
         module = _exec_verified(source(program), path, modname)
-        _loaded[key] = module
+        _loads += 1
+        for _, old in _loaded.put(key, module):
+            _unload(old)
         return module
+
+
+def _unload(module: types.ModuleType) -> None:
+    """Drop every reference this process's registries hold to `module`."""
+    sys.modules.pop(module.__name__, None)
+    entry = linecache.cache.get(module.__file__)
+    if entry is not None and len(entry) == 4 and entry[1] is None \
+            and all(m.__file__ != module.__file__ for m in _loaded.items.values()):
+        del linecache.cache[module.__file__]
+    for value in list(vars(module).values()):
+        if type(value).__name__ == "InterpretedFunction":
+            table = getattr(type(value), "rewritten_fn", None)
+            if isinstance(table, dict):
+                table.pop(getattr(value, "fn", None), None)
+    jit = sys.modules.get("triton.runtime.jit")  # every JITFunction, by "module:name"
+    registry = getattr(jit, "_triton_jit_function_registry", None)
+    if isinstance(registry, dict):
+        prefix = module.__name__ + ":"
+        for name in [n for n in list(registry) if isinstance(n, str) and n.startswith(prefix)]:
+            registry.pop(name, None)
 
 
 def load(program: Program, interpret: bool) -> Callable:

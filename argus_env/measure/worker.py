@@ -40,8 +40,15 @@ PROGRAM_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signa
 _LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 
 
-def _serve(conn, interpret: bool) -> None:
-    """The worker's loop: one request, one answer, until the pipe closes."""
+#: distinct programs a worker loads before it makes way for a fresh one (its module and
+#: text caches are bounded too; recycling also returns whatever torch, Triton or the
+#: allocator keep per program)
+RECYCLE_AFTER = 1000
+
+
+def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
+    """The worker's loop: one request, one answer, until the pipe closes or it has loaded
+    `recycle_after` programs (0: never), when its last answer says `recycle`."""
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"  # before triton is imported
     from .. import lower
     from ..dsl.program import Program
@@ -83,8 +90,10 @@ def _serve(conn, interpret: bool) -> None:
                 # for good: answer, then make way for a fresh worker
                 answer.update(status="fault", restart=True)
         answer["seconds"] = time.perf_counter() - t0
+        if recycle_after and lower.loads() >= recycle_after:
+            answer["recycle"] = True
         conn.send(answer)
-        if answer.get("restart"):
+        if answer.get("restart") or answer.get("recycle"):
             return
 
 
@@ -103,20 +112,23 @@ class Worker:
     """A lazily started worker process; `run` is thread-safe."""
 
     def __init__(self, interpret: bool = True, timeout: float = 60.0,
-                 startup_timeout: float = 120.0):
+                 startup_timeout: float = 120.0, recycle_after: int = RECYCLE_AFTER):
         self.interpret = interpret
         self.timeout = timeout
         self.startup_timeout = startup_timeout
+        self.recycle_after = recycle_after  # programs per worker process (0: unbounded)
         self._proc = None
         self._conn = None
         self._lock = threading.Lock()
         self.restarts = 0
+        self.recycles = 0  # planned replacements after `recycle_after` programs
 
     def _start(self) -> bool:
         """Start the process and wait until it is ready; False if it never is."""
         parent, child = socket.socketpair()
         cmd = [sys.executable, "-m", "argus_env.measure.worker", "--fd", str(child.fileno()),
-               "--interpret", "1" if self.interpret else "0"]
+               "--interpret", "1" if self.interpret else "0",
+               "--recycle", str(int(self.recycle_after))]
         try:
             self._proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                           env={**os.environ, "PYTHONPATH": _pythonpath()})
@@ -153,6 +165,15 @@ class Worker:
             self.restarts += 1
             self.stop()
         return self._start()
+
+    def _retire(self) -> None:
+        """Let a worker that said it is leaving exit by itself, then forget it."""
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop()
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -204,6 +225,9 @@ class Worker:
                 if answer.get("restart"):  # the worker is exiting: replace it next time
                     self.stop()
                     self.restarts += 1
+                if answer.pop("recycle", False):  # done its share of programs: likewise
+                    self._retire()
+                    self.recycles += 1
                 return answer
             except (EOFError, OSError):
                 if self._proc is not None:
@@ -299,9 +323,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m argus_env.measure.worker")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--interpret", type=int, default=1)
+    ap.add_argument("--recycle", type=int, default=RECYCLE_AFTER)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _serve(Connection(args.fd), bool(args.interpret))
+    _serve(Connection(args.fd), bool(args.interpret), args.recycle)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,45 @@ def test_a_tampered_module_file_is_repaired(tmp_path, monkeypatch):
     path = lower.module_path(prog)
     path.write_text(path.read_text().replace("* 2.0", "* 3.0"))
     assert lower.module_path(prog).read_text() == lower.source(prog)
+
+
+def _variants(n: int, start: int = 0) -> list[Program]:
+    """`n` distinct programs (each its own module), cheap to run."""
+    return [Program.from_text(PROGRAM.replace("    A.grid(", f'    """variant {i}"""\n    A.grid('))
+            for i in range(start, start + n)]
+
+
+def test_loaded_modules_are_bounded_and_leave_every_registry(monkeypatch, tmp_path):
+    import linecache
+
+    import triton.runtime.jit as jit
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from argus_env.lower import build
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "_loaded", build.LRU(3))
+    monkeypatch.setattr(build, "_sources", build.LRU(4))
+    first = build.load_module(_variants(1, 1000)[0], interpret=True)
+    launch = first.scale
+    names = {first.__name__}
+    for prog in _variants(8):
+        names.add(build.load_module(prog, interpret=True).__name__)
+    held = build.cached()
+    assert held["modules"] == 3 and held["sources"] == 4, held
+    assert first.__name__ not in sys.modules
+    assert first.__file__ not in linecache.cache
+    assert first.scale_kernel.fn not in InterpretedFunction.rewritten_fn
+    assert not [k for k in jit._triton_jit_function_registry if k.startswith(first.__name__)]
+    live = names & set(sys.modules)
+    assert len(names) == 9 and len(live) == 3, live
+    x = torch.arange(130, dtype=torch.float32)
+    assert torch.equal(launch(x), 2 * x), "a launcher held elsewhere still works"
+
+
+def test_generated_texts_are_bounded(monkeypatch):
+    from argus_env.lower import build
+    monkeypatch.setattr(build, "_sources", build.LRU(5))
+    progs = _variants(12)
+    texts = [lower.source(p) for p in progs]
+    assert len(build._sources) == 5
+    assert lower.source(progs[0]) == texts[0], "an evicted text is generated again, the same"

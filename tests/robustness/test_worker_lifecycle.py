@@ -82,3 +82,36 @@ def test_a_worker_ended_by_any_outside_signal_is_transient(sig):
         assert w.run(TASK.program("baseline").text, "gemm", TASK.env_check_shape)["ok"]
     finally:
         w.stop()
+
+
+def _variant(i: int) -> str:
+    return TASK.program("baseline").text.replace(
+        "    A.grid(", f'    """variant {i}"""\n    A.grid(', 1)
+
+
+@pytest.mark.slow
+def test_the_worker_is_recycled_after_its_share_of_programs():
+    w = Worker(interpret=True, timeout=60, recycle_after=3)
+    try:
+        answers, pids = [], []
+        for i in range(7):
+            w.ensure_started()
+            pids.append(w._proc.pid)
+            answers.append(w.run(_variant(i), "gemm", SMALL))
+        assert all(a["status"] == "ok" and "recycle" not in a for a in answers), answers
+        assert w.recycles == 2 and w.restarts == 0, (w.recycles, w.restarts)
+        assert len(set(pids[:3])) == 1 and len(set(pids[3:6])) == 1 and pids[3] != pids[0]
+        assert pids[6] not in pids[:6], "the seventh program runs in a third process"
+    finally:
+        w.stop()
+
+
+@pytest.mark.slow
+def test_the_same_program_again_is_not_a_new_one():
+    w = Worker(interpret=True, timeout=60, recycle_after=2)
+    try:
+        for _ in range(4):
+            assert w.run(_variant(0), "gemm", SMALL)["ok"]
+        assert w.recycles == 0
+    finally:
+        w.stop()
