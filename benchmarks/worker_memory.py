@@ -153,9 +153,9 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=100, help="programs between samples")
     ap.add_argument("--recycle-after", type=int, default=None,
                     help="programs per worker (default: the Worker's)")
-    ap.add_argument("--warm", type=int, default=200,
-                    help="programs into a worker before its module cache is full (the "
-                         "parent's text cache: twice its bound)")
+    ap.add_argument("--warm", type=int, default=600,
+                    help="programs into a process before its caches are full (128 modules, "
+                         "512 texts; the parent's: twice that)")
     ap.add_argument("--in-process", action="store_true")
     ap.add_argument("--unbounded", action="store_true", help="with --in-process: no bounds")
     ap.add_argument("--out", type=Path)
