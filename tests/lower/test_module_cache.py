@@ -143,7 +143,8 @@ def test_loaded_modules_are_bounded_and_leave_every_registry(monkeypatch, tmp_pa
     assert first.__name__ not in sys.modules
     assert first.__file__ not in linecache.cache
     assert first.scale_kernel.fn not in InterpretedFunction.rewritten_fn
-    assert not [k for k in jit._triton_jit_function_registry if k.startswith(first.__name__)]
+    registry = getattr(jit, "_triton_jit_function_registry", {})  # Triton 3.7 and later
+    assert not [k for k in registry if k.startswith(first.__name__)]
     live = names & set(sys.modules)
     assert len(names) == 9 and len(live) == 3, live
     x = torch.arange(130, dtype=torch.float32)
