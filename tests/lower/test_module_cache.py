@@ -143,7 +143,7 @@ def test_loaded_modules_are_bounded_and_leave_every_registry(monkeypatch, tmp_pa
     assert first.__name__ not in sys.modules
     assert first.__file__ not in linecache.cache
     assert first.scale_kernel.fn not in InterpretedFunction.rewritten_fn
-    registry = getattr(jit, "_triton_jit_function_registry", {})  # Triton 3.7 and later
+    registry = getattr(jit, "_triton_jit_function_registry", {})  # 3.9 has it, 3.6 not
     assert not [k for k in registry if k.startswith(first.__name__)]
     live = names & set(sys.modules)
     assert len(names) == 9 and len(live) == 3, live
