@@ -58,7 +58,9 @@ class _Encoder:
                 return z3.BoolVal(v)
             if isinstance(v, int):
                 return z3.IntVal(v)
-            return z3.RealVal(v) if isinstance(v, float) else None
+            if isinstance(v, float) and v == v and abs(v) != float("inf"):
+                return z3.RealVal(v)
+            return None  # an infinite or NaN literal is no size threshold
         if isinstance(e, ir.Name):
             if e.id in self.env:
                 return self.env[e.id]

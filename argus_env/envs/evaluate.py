@@ -141,11 +141,15 @@ class Evaluator:
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during the invariant check") from None
             raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0})
         try:
             ev.features = extract(program, sizes, self.task)
         except Exception as e:  # noqa: BLE001 - a program without a dot, say
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during feature extraction") from None
             ev.message = f"no performance features: {type(e).__name__}: {e}"
         if not report.ok:
             return ev
@@ -162,6 +166,8 @@ class Evaluator:
         try:
             ev.measurement = self.backend.measure(program, sizes, self.task, ev.features)
         except Exception as e:  # noqa: BLE001 - the cost model on a program it cannot price
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during the measurement") from None
             raise EvaluationError(f"{getattr(self.backend, 'name', 'measurement')} backend",
                                   e) from e
         ev.timings["measure"] = time.perf_counter() - t2
@@ -248,6 +254,17 @@ def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict]) -> li
                                f"numerics cannot be checked: the program is refused",
                                first.line)
     return [*shapes, extra]
+
+
+def interrupted(e: BaseException) -> bool:
+    """Whether `e` is a Ctrl-C in disguise: a KeyboardInterrupt that arrived while ctypes
+    converted a z3 call's arguments comes back as `ctypes.ArgumentError` naming it."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, KeyboardInterrupt) or "KeyboardInterrupt" in f"{type(e).__name__}: {e}":
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 def _lasting(ev) -> bool:

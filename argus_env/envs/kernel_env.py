@@ -21,7 +21,7 @@ from ..dsl.program import Program
 from ..lower import source as triton_source
 from ..space import Action, TransformError
 from ..task import get_task
-from .evaluate import Evaluation, EvaluationError, Evaluator
+from .evaluate import Evaluation, EvaluationError, Evaluator, interrupted
 
 PRINTABLE = frozenset(string.printable)
 MAX_TEXT = 20_000
@@ -331,6 +331,8 @@ class KernelEnv(gym.Env):
             log.warning("refused a step: %s", e)
             return self._refuse(action, "internal", str(e), internal=True)
         except Exception as e:  # noqa: BLE001 - an Argus bug must not end the agent's run
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during a step") from None
             log.exception("refused a step after an internal error")
             return self._refuse(action, "internal", str(EvaluationError("environment", e)),
                                 internal=True)

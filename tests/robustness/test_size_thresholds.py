@@ -108,3 +108,8 @@ def test_threshold_hacks_earn_nothing_in_the_environment(env, name):
         assert info["failure"] == "mismatch", (info["failure"], info["failure_message"])
     _, bonus, term, _, _ = env.step("submit()")
     assert term and bonus < 0
+
+
+def test_an_infinite_literal_is_no_threshold():
+    program = Program.from_text(scaled("    zz = 1e999\n    f = A.where(zz > 1.0, 1.0, 1.0)\n", "acc * f"))
+    assert conditions(program.kernel) == []
