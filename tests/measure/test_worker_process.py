@@ -5,12 +5,9 @@ a verdict on the program (not remembered)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -67,30 +64,6 @@ def test_async_vector_envs_measure_programs(make):
         assert np.isfinite(reward).all()
     finally:
         venv.close()
-
-
-def _forever() -> str:
-    text = TASK.program("baseline").text
-    return text.replace("for k in A.range(0, K, BK):", "for k in A.range(0, K * 1000000, BK):")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_a_worker_killed_from_outside_is_transient(sig):
-    w = Worker(interpret=True, timeout=60)
-    try:
-        assert w.ensure_started()
-        result = {}
-        t = threading.Thread(target=lambda: result.update(
-            w.run(_forever(), "gemm", {"M": 16, "N": 16, "K": 16})))
-        t.start()
-        time.sleep(2)
-        os.kill(w._proc.pid, sig)
-        t.join(30)
-        assert result["status"] == "fault" and result.get("transient"), result
-        assert "from outside" in result["message"], result
-    finally:
-        w.stop()
 
 
 @pytest.mark.slow

@@ -66,7 +66,7 @@ def test_an_out_of_bounds_kernel_is_a_lasting_fault_and_the_worker_recovers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGQUIT, signal.SIGUSR1])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGQUIT, signal.SIGUSR1])
 def test_a_worker_ended_by_any_outside_signal_is_transient(sig):
     w = Worker(interpret=True, timeout=60)
     try:
@@ -79,6 +79,7 @@ def test_a_worker_ended_by_any_outside_signal_is_transient(sig):
         t.join(30)
         assert result["status"] == "fault" and result.get("transient"), result
         assert signal.Signals(sig).name in result["message"], result
+        assert "from outside" in result["message"], result
         assert w.run(TASK.program("baseline").text, "gemm", TASK.env_check_shape)["ok"]
     finally:
         w.stop()
