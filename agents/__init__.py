@@ -3,11 +3,11 @@ RLlib policies (`rl/`) and the in-context LLM planner (`llm/`). Each uses only t
 environment's public API."""
 
 AGENTS = {
-    "random": "agents.search.random_search",
-    "greedy": "agents.search.greedy",
-    "evolutionary": "agents.search.evolutionary",
-    "llm": "agents.llm.planner",
-    "ppo": "agents.rl.ppo",
+    "random": "argus_env.agents.search.random_search",
+    "greedy": "argus_env.agents.search.greedy",
+    "evolutionary": "argus_env.agents.search.evolutionary",
+    "llm": "argus_env.agents.llm.planner",
+    "ppo": "argus_env.agents.rl.ppo",
 }
 
 

@@ -1,6 +1,6 @@
 """Experiment tracking with Weights & Biases, offline unless asked otherwise.
 
-    from agents.tracking import start_run
+    from argus_env.agents.tracking import start_run
     run = start_run("Argus-GEMM-v0", "ppo", seed=0, config=asdict(args))
     run.log({"episode_return_mean": 0.3}, step=1)
     run.finish()

@@ -138,8 +138,8 @@ def cmd_run(args) -> int:
     from rich.syntax import Syntax
     from rich.table import Table
 
-    from agents import load_agent
-    from agents.tracking import run_agent
+    from argus_env.agents import load_agent
+    from argus_env.agents.tracking import run_agent
 
     from .envs import ENV_IDS
 
@@ -443,7 +443,7 @@ def _has_gpu() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from agents import AGENTS
+    from argus_env.agents import AGENTS
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(
         prog="argus", formatter_class=fmt,

@@ -154,7 +154,7 @@ class Task:
 
 
 _REGISTRY: dict[str, Task] = {}
-KNOWN_TASKS = {"gemm": "tasks.gemm", "attention": "tasks.attention", "moe": "tasks.moe"}
+KNOWN_TASKS = {"gemm": "argus_env.tasks.gemm", "attention": "argus_env.tasks.attention", "moe": "argus_env.tasks.moe"}
 
 
 def register_task(task: Task) -> Task:

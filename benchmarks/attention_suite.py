@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     from argus_env.measure import provenance
     from argus_env.measure.gpu import measure_program
     from argus_env.task import get_task
-    from tasks.attention.space import EXPERT, structure_configurations, table_configurations
+    from argus_env.tasks.attention.space import EXPERT, structure_configurations, table_configurations
     task = get_task("attention")
     start = time.time()
     done = set()

@@ -26,8 +26,8 @@ BOUNDS = ((0.3, 1.0), (0.05, 20.0), (1.0, 2.0), (0.0, 1.0), (0.0, 2000.0), (0.5,
 
 def load_rows():
     from argus_env.task import get_task
-    from tasks.attention.model import features
-    from tasks.attention.space import table_configurations
+    from argus_env.tasks.attention.model import features
+    from argus_env.tasks.attention.space import table_configurations
     task = get_task("attention")
     configs = {c.summary(): c for c in table_configurations()}
     shapes = {c.name: c.sizes for c in task.shape_cases("all")}
@@ -41,7 +41,7 @@ def load_rows():
 
 
 def predict(rows, params, profile):
-    from tasks.attention.model import estimate_features
+    from argus_env.tasks.attention.model import estimate_features
     return [estimate_features(f, s, profile, params)["tflops"] for _, f, s, _ in rows]
 
 
@@ -75,7 +75,7 @@ def main() -> int:
     from scipy.optimize import minimize
 
     from argus_env.measure.model import load_profile
-    from tasks.attention.model import CALIBRATION, Params
+    from argus_env.tasks.attention.model import CALIBRATION, Params
     profile = load_profile("h200")
     rows = load_rows()
     base = Params()

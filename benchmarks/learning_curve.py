@@ -141,7 +141,7 @@ def geomean(xs) -> float:
 
 
 def run_search(agent: str, seeds, shapes, starts, envs: Envs) -> dict:
-    from agents import load_agent
+    from argus_env.agents import load_agent
     module, budget = load_agent(agent), envs.args.budget
     per_seed = {}
     for seed in seeds:
@@ -157,7 +157,7 @@ def run_search(agent: str, seeds, shapes, starts, envs: Envs) -> dict:
 
 # -------------------------------------------------------------------- PPO
 def ppo_args(args, seed: int, work: Path):
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     return ppo.load_args(
         ppo.DEFAULT_CONFIG, seed=seed, env_id=ENV_ID, measure=args.measure,
         correctness=args.train_correctness, train_shapes=args.train_shapes,
@@ -169,7 +169,7 @@ def ppo_args(args, seed: int, work: Path):
 
 
 def run_ppo(args, seeds, shapes, starts, envs: Envs, work: Path) -> dict:
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     per_seed = {}
     for seed in seeds:
         pargs = ppo_args(args, seed, work)
@@ -331,7 +331,7 @@ def main(argv=None) -> int:
             import tempfile
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")   # a local instance
             work = Path(args.work_dir or tempfile.mkdtemp(prefix="argus-lc-"))
-            from agents.rl import ppo
+            from argus_env.agents.rl import ppo
             result["config"]["ppo_args"] = {k: v for k, v in vars(ppo_args(args, 0, work)).items()
                                             if k not in ("seed", "checkpoint_dir")}
             from argus_env.measure.pool import ensure_ray

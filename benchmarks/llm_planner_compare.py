@@ -70,8 +70,8 @@ def parse_args(argv=None):
 def play(envs: dict, arm: str, seed: int, shape: str, episode: int, args, shared) -> dict:
     """One episode of one arm (random search acts on the discrete env, the planner on the
     text env); returns its row."""
-    from agents.llm import planner
-    from agents.search import random_search
+    from argus_env.agents.llm import planner
+    from argus_env.agents.search import random_search
     t0 = time.perf_counter()
     if arm == "random":
         rec = random_search.run(envs["discrete"], random_search.Args(budget=args.budget, seed=seed * 1000 + episode,
@@ -196,9 +196,9 @@ def main(argv=None) -> int:
     import gymnasium as gym
 
     import argus_env  # noqa: F401
-    from agents.knowledge.retrieve import Retriever
-    from agents.llm import planner
-    from agents.llm.memory import Memory
+    from argus_env.agents.knowledge.retrieve import Retriever
+    from argus_env.agents.llm import planner
+    from argus_env.agents.llm.memory import Memory
     from argus_env.envs.record import versions
     llm_arms = [a for a in args.arms if a != "random"]
     backend = planner.get_backend(planner.Args(model=args.model, base_url=args.base_url, device=args.device,

@@ -34,7 +34,7 @@ FIELDS = ["shape", "M", "N", "K", "config", "program_hash", "ok", "error", "ms",
 
 def configurations():
     """The sampled configuration space: structured, deterministic, legal on an H200."""
-    from tasks.gemm.space import BASELINE, EXPERT, SPLITK, GemmConfig, _resources
+    from argus_env.tasks.gemm.space import BASELINE, EXPERT, SPLITK, GemmConfig, _resources
     tiles = [(64, 64, 32), (64, 128, 64), (128, 64, 64), (128, 128, 64), (128, 256, 64),
              (256, 128, 64), (64, 256, 64), (128, 128, 128)]
     out = [BASELINE, EXPERT, SPLITK]

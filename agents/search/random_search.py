@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.tracking import trackable
+from argus_env.agents.tracking import trackable
 from argus_env.envs.record import EpisodeRecord, Recorder
 
 

@@ -98,7 +98,7 @@ class BenchConfig:
         """The module (`Args`, `run`) behind leaderboard entry `name`."""
         import importlib
 
-        from agents import load_agent
+        from argus_env.agents import load_agent
         target = (self.agents[name] or {}).get("agent", name)
         return importlib.import_module(target) if "." in target else load_agent(target)
 

@@ -89,7 +89,7 @@ def reward_hash(reward) -> str:
     """sha256 of the reward configuration as data (a name, a YAML path or a mapping)."""
     import yaml
 
-    from reward.base import CONFIG_DIR
+    from argus_env.reward.base import CONFIG_DIR
     if isinstance(reward, dict):
         data = reward
     else:

@@ -59,7 +59,7 @@ class Runner:
 
     def play(self, ep: Episode, progress: Callable | None = None) -> dict:
         """Play one episode and return its results line."""
-        from agents.tracking import run_agent, run_name
+        from argus_env.agents.tracking import run_agent, run_name
         c = self.config
         module = c.agent_module(ep.agent)
         args = c.agent_args(ep.agent, ep.seed, ep.shape)

@@ -150,7 +150,7 @@ class KernelEnv(gym.Env):
             raise ValueError(f"mode must be 'discrete' or 'text', got {mode!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        from reward import load_reward
+        from argus_env.reward import load_reward
 
         from ..measure.backends import make_backend
         self.task = get_task(task)
@@ -304,7 +304,7 @@ class KernelEnv(gym.Env):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         self.steps += 1
-        from reward import StepEvent
+        from argus_env.reward import StepEvent
 
         from ..task import TaskInterfaceError
         prev = self.state
@@ -357,7 +357,7 @@ class KernelEnv(gym.Env):
     def _refuse(self, action, kind: str, message: str, internal: bool = False):
         """Answer an action that could not be taken: the state stays, the penalty for an
         invalid action is paid, and `info["error"]` says why."""
-        from reward import StepEvent
+        from argus_env.reward import StepEvent
         self.actions.append(_label(action))
         self._mask = None
         reward = self.reward_fn.reward_on_error(kind)
@@ -425,7 +425,7 @@ class KernelEnv(gym.Env):
         return {"sizes": self.sizes, "profile": self.profile}
 
     def _event(self, act: Action, prev: State):
-        from reward import StepEvent
+        from argus_env.reward import StepEvent
         ev = self.state.evaluation
         before = set(prev.evaluation.report.findings())  # undecided counts as a violation
         new = [f for f in ev.report.findings() if f not in before]

@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
+from argus_env.agents import load_agent
 from argus_env.envs import ENV_IDS
 from argus_env.envs.record import EpisodeRecord
 

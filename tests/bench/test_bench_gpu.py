@@ -5,7 +5,7 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
+from argus_env.agents import load_agent
 from argus_env.bench.validate import remeasure_on_gpu
 
 

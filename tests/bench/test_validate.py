@@ -7,7 +7,7 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
+from argus_env.agents import load_agent
 from argus_env.bench import results as R
 from argus_env.bench.validate import Divergence, Validator, validate
 from argus_env.cli import main

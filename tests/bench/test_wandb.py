@@ -13,10 +13,10 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
+from argus_env.agents import load_agent
 
 pytest.importorskip("wandb")
-from agents.tracking import StepLog  # noqa: E402
+from argus_env.agents.tracking import StepLog  # noqa: E402
 
 SUITE = """\
 name: wb

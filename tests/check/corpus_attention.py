@@ -43,7 +43,7 @@ def _base_text(task, base: str) -> str:
     if not base.startswith("space:"):
         return task.program(base).text
     from dataclasses import replace
-    from tasks.attention.space import BASELINE, render
+    from argus_env.tasks.attention.space import BASELINE, render
     return render(replace(BASELINE, **SPACE_BASES[base.split(":", 1)[1]]))
 
 

@@ -6,7 +6,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def smol():
-    from agents.llm.backends import TransformersBackend
+    from argus_env.agents.llm.backends import TransformersBackend
     return TransformersBackend("smollm2", max_new_tokens=24)
 
 

@@ -3,10 +3,10 @@ retrieved by embeddings (slow: loads all-MiniLM-L6-v2) or BM25."""
 
 import pytest
 
-from agents.knowledge import load_entries, parse_entry
-from agents.knowledge.retrieve import Retriever, tokenize
+from argus_env.agents.knowledge import load_entries, parse_entry
+from argus_env.agents.knowledge.retrieve import Retriever, tokenize
 from argus_env.check.report import INVARIANTS
-from tasks.gemm.space import TRANSFORMS
+from argus_env.tasks.gemm.space import TRANSFORMS
 
 TOPICS = ["tiling-wave-quantization", "software-pipelining", "swizzled-program-ids", "split-k",
           "split-k-combine", "stream-k", "tma", "warp-specialization", "persistent-kernels",
@@ -55,9 +55,9 @@ def test_bm25_returns_split_k_for_a_split_k_coverage_violation(splitk_report):
 def test_auto_falls_back_to_bm25_when_the_embedder_is_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("ARGUS_MODEL_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("ARGUS_NO_DOWNLOAD", "1")
-    import agents.knowledge.retrieve as R
+    import argus_env.agents.knowledge.retrieve as R
     monkeypatch.setattr(R, "_EMBEDDERS", {})
-    monkeypatch.setattr("agents.llm.models.installed_path", lambda spec: None)
+    monkeypatch.setattr("argus_env.agents.llm.models.installed_path", lambda spec: None)
     r = Retriever(method="auto")
     assert r.method == "bm25" and "not available" in r.fallback_reason, r.fallback_reason
     assert r.search("split-K partial sums uncombined", k=1)[0].entry.id.startswith("split-k")

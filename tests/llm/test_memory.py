@@ -8,9 +8,9 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents.llm import planner
-from agents.llm.backends import ScriptedBackend
-from agents.llm.memory import Memory, StepRecord, distil
+from argus_env.agents.llm import planner
+from argus_env.agents.llm.backends import ScriptedBackend
+from argus_env.agents.llm.memory import Memory, StepRecord, distil
 
 
 

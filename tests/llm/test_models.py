@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
-from agents.llm import models
-from agents.llm.models import MODELS, ModelUnavailable, ensure_local_model
+from argus_env.agents.llm import models
+from argus_env.agents.llm.models import MODELS, ModelUnavailable, ensure_local_model
 
 FAIL = [sys.executable, "-c", "import sys; print('no network', file=sys.stderr); sys.exit(3)"]
 

@@ -7,11 +7,11 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents.knowledge.retrieve import Retriever
-from agents.llm import planner
-from agents.llm.backends import ScriptedBackend
-from agents.llm.parse import parse_answer
-from tasks.gemm.space import SPACE
+from argus_env.agents.knowledge.retrieve import Retriever
+from argus_env.agents.llm import planner
+from argus_env.agents.llm.backends import ScriptedBackend
+from argus_env.agents.llm.parse import parse_answer
+from argus_env.tasks.gemm.space import SPACE
 
 
 LEGAL = ["tile_m(32)", "tile_m(128)", "split_k(4)", "combine('atomic')", "undo()", "submit()"]
@@ -85,7 +85,7 @@ def test_hostile_answers_become_transcript_errors_and_fallbacks(tmp_path, monkey
 
 
 def test_a_legal_program_answer_is_sent_as_a_program():
-    from tasks.gemm.space import BASELINE, render
+    from argus_env.tasks.gemm.space import BASELINE, render
     text = render(BASELINE).replace("BK: A.const = 32", "BK: A.const = 64")
     env = gym.make("Argus-GEMM-v0", mode="text", max_episode_steps=100)
     stub = ScriptedBackend([f"Here is a better kernel:\n```python\n{text}```"])

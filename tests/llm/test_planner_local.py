@@ -7,10 +7,10 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
-from agents.knowledge.retrieve import Retriever
-from agents.llm import planner
-from agents.llm.memory import Memory
+from argus_env.agents import load_agent
+from argus_env.agents.knowledge.retrieve import Retriever
+from argus_env.agents.llm import planner
+from argus_env.agents.llm.memory import Memory
 from argus_env.envs import ENV_IDS
 from argus_env.envs.record import EpisodeRecord
 

@@ -1,6 +1,6 @@
 """Prompt pieces: nothing in a prompt may vary between identical runs."""
 
-from agents.llm.prompt import perf_line, report_lines
+from argus_env.agents.llm.prompt import perf_line, report_lines
 
 
 def test_the_checkers_wall_time_stays_out_of_the_prompt():

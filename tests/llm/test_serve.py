@@ -12,18 +12,18 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents.knowledge.retrieve import Retriever
-from agents.llm import planner
-from agents.llm.backends import BackendError, OpenAIBackend
+from argus_env.agents.knowledge.retrieve import Retriever
+from argus_env.agents.llm import planner
+from argus_env.agents.llm.backends import BackendError, OpenAIBackend
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def server(smol):
-    """`python -m agents.llm.serve` on a free port; `smol` first, so the server loads the
+    """`python -m argus_env.agents.llm.serve` on a free port; `smol` first, so the server loads the
     de-quantized copy it saved (half a second) instead of the gguf."""
-    proc = subprocess.Popen([sys.executable, "-m", "agents.llm.serve", "--model", "smollm2",
+    proc = subprocess.Popen([sys.executable, "-m", "argus_env.agents.llm.serve", "--model", "smollm2",
                              "--port", "0", "--max-new-tokens", "32"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ), cwd=os.getcwd())

@@ -7,8 +7,8 @@ import statistics
 
 from argus_env.measure.backends import make_backend
 from argus_env.task import get_task
-from tasks.attention.model import CALIBRATION, Params
-from tasks.attention.space import BASELINE, EXPERT, table_configurations
+from argus_env.tasks.attention.model import CALIBRATION, Params
+from argus_env.tasks.attention.space import BASELINE, EXPERT, table_configurations
 
 TASK = get_task("attention")
 

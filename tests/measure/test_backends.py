@@ -19,14 +19,14 @@ SIZES = {"M": 4096, "N": 4096, "K": 4096}
 
 
 def test_table_hit_gives_the_recorded_h200_measurement():
-    from tasks.gemm.space import EXPERT
+    from argus_env.tasks.gemm.space import EXPERT
     m = make_backend("table").measure(TASK.space.program(EXPERT), SIZES, TASK)
     assert m.backend == "table" and m.ok and "table_miss" not in m.details, m
     assert 600 < m.tflops < 800 and 0.9 < m.frac_anchor < 1.1, m.to_dict()
 
 
 def test_table_miss_falls_back_to_the_model_and_says_so():
-    from tasks.gemm.space import GemmConfig
+    from argus_env.tasks.gemm.space import GemmConfig
     odd = GemmConfig(32, 32, 32, 2, 2)   # not a recorded configuration
     m = make_backend("table").measure(TASK.space.program(odd), SIZES, TASK)
     assert m.backend == "model" and m.details["table_miss"], m.details

@@ -17,7 +17,7 @@ def test_gpu_backend_measures_expert_near_cublas():
     if not _cuda():
         pytest.fail("the gpu tests need a CUDA GPU: run them on a GPU machine")
     from argus_env.measure.backends import make_backend
-    from tasks.gemm.space import BASELINE, EXPERT
+    from argus_env.tasks.gemm.space import BASELINE, EXPERT
     backend = make_backend("gpu", timeout=300)
     sizes = {"M": 4096, "N": 4096, "K": 4096}
     expert = backend.measure(TASK.space.program(EXPERT), sizes, TASK)

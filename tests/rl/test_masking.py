@@ -9,8 +9,8 @@ from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec  # noqa: E402
 
-from agents.rl.masking import MaskedPPOTorchRLModule  # noqa: E402
-from agents.rl.wrappers import make_env  # noqa: E402
+from argus_env.agents.rl.masking import MaskedPPOTorchRLModule  # noqa: E402
+from argus_env.agents.rl.wrappers import make_env  # noqa: E402
 
 
 @pytest.fixture(scope="module")

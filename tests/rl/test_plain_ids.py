@@ -12,7 +12,7 @@ def test_ppo_by_plain_id_with_remote_runners_and_async_vector_envs(ray_session):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     import argus_env.rllib
-    from agents.rl.masking import MaskedPPOTorchRLModule
+    from argus_env.agents.rl.masking import MaskedPPOTorchRLModule
     assert "Argus-GEMM-v0" in argus_env.rllib.register_ids()
     config = (PPOConfig()
               .environment("Argus-GEMM-v0", env_config={"correctness": "none",

@@ -9,8 +9,8 @@ import gymnasium as gym
 import pytest
 
 import argus_env  # noqa: F401
-from agents import load_agent
-from agents.rl.wrappers import MaskAudit, read_audit
+from argus_env.agents import load_agent
+from argus_env.agents.rl.wrappers import MaskAudit, read_audit
 from argus_env.envs.record import EpisodeRecord
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def trained(ray_session, tmp_path_factory):
     """2 iterations, 2 env runners, 64 steps each, on a shape whose checks are cheap;
     every env runner's env appends its steps to one audit file."""
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     root = tmp_path_factory.mktemp("ppo")
     audit = root / "train_audit.jsonl"
     args = ppo.load_args(ppo.DEFAULT_CONFIG, iterations=2, num_env_runners=2,
@@ -137,14 +137,14 @@ def test_greedy_evaluation_on_held_out_shapes(trained, tmp_path):
 
 
 def test_missing_checkpoint_says_how_to_get_one(tmp_path, monkeypatch):
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     monkeypatch.delenv(ppo.CHECKPOINT_ENV, raising=False)
     with pytest.raises(FileNotFoundError, match="train one"):
         ppo.resolve_checkpoint(ppo.Args(checkpoint_dir=str(tmp_path)))
 
 
 def test_config_file_names_unknown_settings():
-    from agents.rl import ppo
+    from argus_env.agents.rl import ppo
     args = ppo.load_args()
     assert args.num_env_runners >= 2 and args.train_batch_size <= 512, args
     with pytest.raises(KeyError, match="did you mean 'num_env_runners'"):

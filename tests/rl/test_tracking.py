@@ -8,8 +8,8 @@ import pytest
 import argus_env  # noqa: F401
 
 pytest.importorskip("wandb")
-from agents import load_agent  # noqa: E402
-from agents.tracking import run_name, start_run  # noqa: E402
+from argus_env.agents import load_agent  # noqa: E402
+from argus_env.agents.tracking import run_name, start_run  # noqa: E402
 
 
 def test_offline_run_writes_under_the_dir_with_its_name(tmp_path, monkeypatch):

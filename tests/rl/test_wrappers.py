@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.rl.wrappers import (MaskAudit, flatten_observation, make_env, make_raw_env,
+from argus_env.agents.rl.wrappers import (MaskAudit, flatten_observation, make_env, make_raw_env,
                                 read_audit)
 
 FAST = {"correctness": "none", "shape": "decode-16", "max_episode_steps": 8}

@@ -8,7 +8,7 @@ import pytest
 
 from argus_env.check import check_program
 from argus_env.task import get_task
-from tasks.attention.space import BASELINE, EXPERT
+from argus_env.tasks.attention.space import BASELINE, EXPERT
 
 TASK = get_task("attention")
 SPACE = TASK.space

@@ -14,8 +14,8 @@ from argus_env.measure import oracle
 from argus_env.measure.backends import make_backend
 from argus_env.space import TransformError
 from argus_env.task import get_task
-from tasks.attention.model import features
-from tasks.attention.space import BASELINE, EXPERT, render
+from argus_env.tasks.attention.model import features
+from argus_env.tasks.attention.space import BASELINE, EXPERT, render
 
 TASK = get_task("attention")
 SPACE = TASK.space

@@ -9,7 +9,7 @@ import pytest
 from argus_env.check import check_program
 from argus_env.space import TransformError
 from argus_env.task import get_task
-from tasks.gemm.space import BASELINE, EXPERT, SPLITK, GemmConfig
+from argus_env.tasks.gemm.space import BASELINE, EXPERT, SPLITK, GemmConfig
 
 TASK = get_task("gemm")
 SPACE = TASK.space

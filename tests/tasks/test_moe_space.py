@@ -9,7 +9,7 @@ import pytest
 
 from argus_env.check import check_program
 from argus_env.task import get_task
-from tasks.moe.space import BASELINE, EXPERT, table_configurations
+from argus_env.tasks.moe.space import BASELINE, EXPERT, table_configurations
 
 TASK = get_task("moe")
 SPACE = TASK.space

@@ -7,8 +7,8 @@ import torch
 from argus_env import lower
 from argus_env.measure import oracle
 from argus_env.task import get_task
-from tasks.moe import routing
-from tasks.moe.pipeline import torch_pipeline
+from argus_env.tasks.moe import routing
+from argus_env.tasks.moe.pipeline import torch_pipeline
 
 TASK = get_task("moe")
 
