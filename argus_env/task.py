@@ -71,6 +71,9 @@ class Task:
     #: `cost_model(program, sizes, profile) -> {"ms", "tflops", ...}` when the generic
     #: GEMM-shaped analytic model does not fit the task (attention), else None
     cost_model = None
+    #: the task's invariant pack (`argus_env.check.pack.InvariantPack`): its own invariant
+    #: classes and the checker rules for them; None when the core invariants say it all
+    invariants = None
 
     def check_program(self, program: Program) -> None:
         """Raise `TaskInterfaceError` unless `program` has the task's tensor signature."""
