@@ -142,9 +142,10 @@ def cmd_run(args) -> int:
     from argus_env.agents.tracking import run_agent
 
     from .envs import ENV_IDS
+    from .registry import DEFAULT_TASK
 
     console = _console()
-    task_name = args.task or args.task_pos or "gemm"
+    task_name = args.task or args.task_pos or DEFAULT_TASK
     env_id = next((i for i, t in ENV_IDS.items() if t == task_name), None)
     if env_id is None:
         raise KeyError(f"no environment for task {task_name!r}; tasks with one: "
@@ -444,6 +445,8 @@ def _has_gpu() -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     from argus_env.agents import AGENTS
+
+    from .registry import TASKS
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(
         prog="argus", formatter_class=fmt,
@@ -464,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
                   "Prints a summary, the best program and its Triton source, and writes a "
                   "replayable episode record (JSON) to --out-dir.")
     run.add_argument("task_pos", nargs="?", metavar="TASK", help="task name (or --task)")
-    run.add_argument("--task", help="task name, e.g. gemm")
+    run.add_argument("--task", help=f"task name: {', '.join(TASKS)}")
     run.add_argument("--agent", default="greedy", help=f"agent: {', '.join(AGENTS)}")
     run.add_argument("--budget", type=int, default=50, help="environment steps")
     run.add_argument("--seed", type=int, default=0)
@@ -570,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
                   "the torch reference",
                   "On a GPU at the task's real shapes when one is present, otherwise under the "
                   "Triton interpreter at small ragged shapes.")
-    ver.add_argument("task", help="task name, e.g. gemm")
+    ver.add_argument("task", help=f"task name: {', '.join(TASKS)}")
     ver.add_argument("--program", action="append", help="program name of the task (baseline, "
                      "expert) or a DSL file; repeatable; default: all of the task's programs")
     ver.add_argument("--cpu", action="store_true", help="use the Triton interpreter even if a "

@@ -45,8 +45,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .registry import DEFAULT_ENV_ID
+
 ENV_NAME = "argus-masked"
-DEFAULT_ENV_ID = "Argus-GEMM-v0"
 WRAPPER_KEYS = ("env_id", "max_episode_steps", "shape", "mask_audit")
 OBS_HIGH = 4.0
 

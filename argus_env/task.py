@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .dsl.program import Program
+from .registry import packages
 
 Sizes = Mapping[str, int]
 
@@ -157,7 +158,8 @@ class Task:
 
 
 _REGISTRY: dict[str, Task] = {}
-KNOWN_TASKS = {"gemm": "argus_env.tasks.gemm", "attention": "argus_env.tasks.attention", "moe": "argus_env.tasks.moe"}
+#: task name -> its package, from the registry (`argus_env/registry.py`)
+KNOWN_TASKS = packages()
 
 
 def register_task(task: Task) -> Task:

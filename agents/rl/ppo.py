@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from argus_env.envs.record import EpisodeRecord, Recorder
+from argus_env.registry import DEFAULT_ENV_ID
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "agents" / "ppo.yaml"
 CHECKPOINT_ENV = "ARGUS_PPO_CHECKPOINT"
@@ -62,7 +63,7 @@ class Args:
     """the agent's name in run names (`env__ppo__seed__time`) and records"""
     seed: int = 0
     """seeds Python, NumPy, torch, RLlib's env runners, and the env's resets"""
-    env_id: str = "Argus-GEMM-v0"
+    env_id: str = DEFAULT_ENV_ID
     """the registered environment id"""
     track: bool = False
     """log training metrics to W&B (offline unless WANDB_MODE says otherwise)"""

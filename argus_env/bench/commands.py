@@ -46,7 +46,7 @@ def cmd_bench(args) -> int:
                           str(e.episodes))
     console.print(table)
     if args.leaderboard:
-        from .leaderboard import write
+        from .render import write
         out = write(build(read_lines(summary.path)), summary.path.parent, [str(summary.path)])
         console.print(f"leaderboard: {out['markdown']} and {out['html']}")
     else:
@@ -109,7 +109,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    from .leaderboard import build, write
+    from .leaderboard import build
+    from .render import write
     from .results import read_records
     from .submission import check_submission
     console = _console()

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..registry import DEFAULT_ENV_ID
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "bench"
 BENCH_SET = ("budget", "seed", "shape")   # Args fields the bench sets for every episode
 
@@ -42,7 +44,7 @@ class Episode:
 class BenchConfig:
     name: str = "default"
     """results go to `<out>/<name>.jsonl`"""
-    envs: list = field(default_factory=lambda: ["Argus-GEMM-v0"])
+    envs: list = field(default_factory=lambda: [DEFAULT_ENV_ID])
     """registered env ids, or ["all"]"""
     tracks: list = field(default_factory=lambda: ["train", "test"])
     """shape splits: the train track and the held-out test track"""

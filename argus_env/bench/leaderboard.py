@@ -208,14 +208,3 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
     e.invalid_rate = e.invalid_rate / e.env_steps if e.env_steps else 0.0
     e.violations_per_episode = sum(e.violations_by_kind.values()) / max(len(lines), 1)
     return e
-
-
-def write(boards: list[Board], out_dir: str | Path, sources: list[str] | None = None) -> dict:
-    """Write `leaderboard.md` and `leaderboard.html` into `out_dir`; their paths."""
-    from .render import html, markdown
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    md, page = out / "leaderboard.md", out / "leaderboard.html"
-    md.write_text(markdown(boards, sources or []))
-    page.write_text(html(boards, sources or []))
-    return {"markdown": md, "html": page}

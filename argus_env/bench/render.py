@@ -4,11 +4,12 @@ base64 PNG): the same tables in both, the figures only in the page."""
 from __future__ import annotations
 
 import html as _html
+from pathlib import Path
 
 from .leaderboard import FLOOR, REACH, Board, Entry, counted
 
-HOW = ("Score: geometric mean over the track's shapes of the fraction of the library anchor "
-       "(cuBLAS for GEMM) reached by the kernel the agent submitted, each shape's fraction the "
+HOW = ("Score: geometric mean over the track's shapes of the fraction of the task's library "
+       "anchor (cuBLAS, cuDNN, ...) reached by the kernel the agent submitted, each shape's fraction the "
        f"mean over seeds (an episode that submits nothing measurable scores 0, counted as {FLOOR} "
        "in the geometric mean); spread: min-max and std over seeds of the per-seed geometric "
        f"means. Best found: the same over the best kernel measured at any step. Steps to "
@@ -138,3 +139,13 @@ def html(boards: list[Board], sources: list[str]) -> str:
             f"<li>{e(k)}: <code>{e(v)}</code></li>" for k, v in prov) + "</ul>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def write(boards: list[Board], out_dir: str | Path, sources: list[str] | None = None) -> dict:
+    """Write `leaderboard.md` and `leaderboard.html` into `out_dir`; their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, page = out / "leaderboard.md", out / "leaderboard.html"
+    md.write_text(markdown(boards, sources or []))
+    page.write_text(html(boards, sources or []))
+    return {"markdown": md, "html": page}

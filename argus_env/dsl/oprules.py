@@ -8,13 +8,15 @@ errors, with both shapes or dtypes where two values disagree.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ir import nodes as ir
 from . import dtypes as D
+from .typebase import PolicyT, _check_tile_size, _int64, _pow2, _typed, broadcast
 from .types import (CoverT, NoneT, RefT, ScalarT, TileT, TupleT, VoidT, shape_of)
 
-# `semantic` imports this module at its end, so these names exist by then.
-from .semantic import (PolicyT, Typer, _check_tile_size, _int64, _pow2, _typed,  # noqa: E402
-                       broadcast)
+if TYPE_CHECKING:  # the typer passes itself to every rule
+    from .semantic import Typer
 
 RULES = {}
 

@@ -20,44 +20,11 @@ from ..ir import nodes as ir
 from ..ir.ops import DTYPE_NAMES, MMA_POLICIES, ORDERS, PRECISIONS
 from . import dtypes as D
 from .errors import DSLTypeError
+from .oprules import CALL_RULES as _CALL_RULES
+from .typebase import (INT64_MAX, INT64_MIN, MAX_TILE_ELEMENTS, PolicyT,  # noqa: F401
+                       _check_tile_size, _int64, _pow2, _typed, broadcast)
 from .types import (CoverT, DTypeT, NoneT, RefT, ScalarT, SliceT, TensorT, TileT, TupleT, Type,
                     VoidT, shape_of)
-
-
-@dataclass(frozen=True)
-class PolicyT:
-    """The value of a policy symbol such as `A.wgmma` or `A.tf32`."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return f"policy {self.name}"
-
-
-MAX_TILE_ELEMENTS = 1 << 20  # Triton's limit on the number of elements of one tile
-INT64_MIN, INT64_MAX = -2**63, 2**63 - 1  # folded integers beyond these are not constants
-
-
-def _pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def broadcast(a: tuple[int, ...], b: tuple[int, ...], what: str, loc: ir.Loc) -> tuple[int, ...]:
-    """Numpy broadcasting of two tile shapes, or a `DSLTypeError` naming both."""
-    out = []
-    ra, rb = a[::-1], b[::-1]
-    for i in range(max(len(a), len(b))):
-        x = ra[i] if i < len(ra) else 1
-        y = rb[i] if i < len(rb) else 1
-        if x != y and 1 not in (x, y):
-            raise DSLTypeError(f"{what}: shapes {a} and {b} do not broadcast (axis "
-                               f"{max(len(a), len(b)) - 1 - i}: {x} vs {y})", loc.line, loc.col)
-        out.append(max(x, y))
-    return tuple(out[::-1])
-
-
-def _typed(shape: tuple[int, ...], dtype: D.DType, value=None) -> Type:
-    return TileT(shape, dtype) if shape else ScalarT(dtype, value)
 
 
 @dataclass
@@ -272,16 +239,6 @@ class Typer:
         return t.value
 
 
-def _check_tile_size(typer: Typer, node, shape: tuple[int, ...], what: str) -> None:
-    """Reject a tile of more than MAX_TILE_ELEMENTS; `what` names the op (or the access)."""
-    n = 1
-    for d in shape:
-        n *= d
-    if n > MAX_TILE_ELEMENTS:
-        raise typer.err(node, f"{what}: tile of shape {shape} has {n} elements; the limit is "
-                        f"{MAX_TILE_ELEMENTS}")
-
-
 def _is_nan(value) -> bool:
     return isinstance(value, float) and value != value
 
@@ -292,17 +249,6 @@ def _const_dtype(value) -> D.DType:
     if isinstance(value, int):
         return D.i32 if -2**31 <= value < 2**31 else D.i64
     return D.f32
-
-
-def _int64(value):
-    """`value`, or None (not a compile-time constant) for an integer outside int64.
-
-    Bounding every folded integer keeps folding cheap: without it, `a = a * a` repeated
-    forty times builds a number with trillions of digits and hangs the checker."""
-    if isinstance(value, int) and not isinstance(value, bool) \
-            and not INT64_MIN <= value <= INT64_MAX:
-        return None
-    return value
 
 
 def _fold(op: str, a: Type, b: Type):
@@ -559,4 +505,3 @@ _EXPR_RULES: dict[type, Callable] = {
     ir.UnaryOp: Typer.unaryop, ir.Subscript: Typer.subscript, ir.Call: Typer.call,
 }
 
-from .oprules import CALL_RULES as _CALL_RULES  # noqa: E402  (rules need Typer defined)

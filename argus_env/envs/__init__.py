@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from ..registry import env_ids
 from .kernel_env import KernelEnv  # noqa: F401
 
 MAX_EPISODE_STEPS = 64
-ENV_IDS = {"Argus-GEMM-v0": "gemm", "Argus-Attention-v0": "attention", "Argus-MoE-v0": "moe"}
+ENV_IDS = env_ids()  # env id -> task name, from the registry (`argus_env/registry.py`)
 
 
 def register_envs() -> None:

@@ -19,6 +19,7 @@ from ..check.report import INVARIANTS, UNDECIDED_CODE, CheckTimeout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
 from ..lower import source as triton_source
+from ..registry import DEFAULT_TASK
 from ..space import Action, TransformError
 from ..task import get_task
 from .evaluate import Evaluation, EvaluationError, Evaluator, interrupted
@@ -121,7 +122,7 @@ class KernelEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, task: str = "gemm", mode: str = "discrete", measure: str = "model",
+    def __init__(self, task: str = DEFAULT_TASK, mode: str = "discrete", measure: str = "model",
                  hardware: str = "h200", reward="default", split: str = "train",
                  correctness: str = "interpreter", render_mode: str | None = None,
                  env_config: dict | None = None, evaluator: Evaluator | None = None,

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from argus_env.bench import leaderboard as L
+from argus_env.bench import render
 from argus_env.bench import results as R
 from argus_env.bench.submission import PLACEHOLDER, check_submission, new_submission
 from argus_env.cli import main
@@ -34,7 +35,7 @@ def lines(tiny_results):
 @pytest.fixture(scope="module")
 def written(lines, tiny_results, tmp_path_factory):
     out = tmp_path_factory.mktemp("leaderboard")
-    return L.write(L.build(lines), out, [str(tiny_results)])
+    return render.write(L.build(lines), out, [str(tiny_results)])
 
 
 def _png_pixels(png: bytes):
