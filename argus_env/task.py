@@ -1,18 +1,38 @@
-"""The task interface and registry: what the core needs to know about a kernel task.
+"""The Task protocol: everything the core needs to know about a kernel task.
 
-A task (GEMM, attention, MoE) lives in `tasks/<name>/` and registers itself here; the core
-never imports a task by name except through `get_task`, which imports the task package on
-first use. A task supplies its DSL programs, its torch reference, its shape suite, input
-generation, tolerances and the FLOP/byte formula used to turn a time into throughput.
+A task lives in `tasks/<name>/` (installed as `argus_env.tasks.<name>`), is named by one
+line of the registry (`argus_env/registry.py`), and registers its `Task` instance with
+`register_task` when its package is imported; the core reaches it only through `get_task`.
+The protocol, all declared on `Task` below and checked at registration
+(`definition_errors`):
+
+* **what it computes**: `signature` (tensors, dims, dtypes), `reference` (PyTorch, fp32),
+  `make_inputs`, `tolerance`, `flops` and `min_bytes` (throughput and roofline);
+* **where**: `shapes` (train and held-out test splits), `cpu_shapes`, `reduced_shapes` /
+  `env_check_shape` (interpreter numerics), `check_sizes`, `flags`, `extra_sizes`;
+* **programs**: `programs` (DSL files, a `baseline` first), `bind` (problem constants),
+  `program_sizes` (sizes a host step derives, e.g. padded routing rows);
+* **its invariants**: `store_coverage` / `store_coverage_for`, and `invariants`, its pack
+  of invariant classes and checker rules (`argus_env.check.pack.InvariantPack`);
+* **its space and observation**: `space` (transformations over its configuration),
+  `config_fields` / `config_dim` / `encode_config` (the configuration part of the
+  observation);
+* **its prices**: `anchor` (the library call to beat), `anchors_file` / `anchor_dims`
+  (measured library throughput), `cost_model` (when the generic model does not fit).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
+import math
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
+
+import numpy as np
 
 from .dsl.program import Program
 from .registry import packages
@@ -22,6 +42,10 @@ Sizes = Mapping[str, int]
 
 class TaskInterfaceError(ValueError):
     """A program does not take the tensors its task passes."""
+
+
+class TaskDefinitionError(TypeError):
+    """A task does not supply what the core needs of it (see `Task`)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,8 @@ class Task:
 
     #: sizes that are switches or levels (attention's CAUSAL, MoE's SKEW): 0 is allowed
     flags: tuple[str, ...] = ()
+    #: sizes a shape names that no tensor has (problem constants such as top-k)
+    extra_sizes: tuple[str, ...] = ()
 
     def check_sizes(self, sizes: Sizes) -> None:
         """Raise `ValueError` for a custom shape the task cannot take (beyond each size
@@ -156,13 +182,128 @@ class Task:
         """The library call a kernel is compared against (cuBLAS, cuDNN, ...)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------ observation encoding
+    def config_fields(self) -> tuple[str, ...]:
+        """The fields of the task's configuration (its space's dataclass), in order."""
+        if self.space is None:
+            return ()
+        return tuple(f.name for f in dataclasses.fields(self.space.baseline()))
+
+    def size_names(self) -> tuple[str, ...]:
+        """The size names of the task's shapes, in the suite's order."""
+        return tuple(self.shapes[0].sizes) if self.shapes else ()
+
+    @property
+    def config_dim(self) -> int:
+        """Length of `encode_config`'s vector: one float per configuration field, the
+        program's measured structure (`FEATURE_FIELDS`), a hand-written-program flag, and
+        one per size name."""
+        return len(self.config_fields()) + len(FEATURE_FIELDS) + 1 + len(self.size_names())
+
+    def encode_config(self, config, features, sizes: Sizes) -> np.ndarray:
+        """The configuration part of the observation: floats in [0, 1].
+
+        * the task's configuration, field by field (`config_fields`): a flag as 0/1, an
+          integer as log2(1 + v) / 12, a choice (a string) as a fixed code in (0, 1), None
+          as 0; all zeros for a program given as text (it has no configuration), with the
+          flag after the features block set to 1;
+        * the program's structure as feature extraction reads it (`FEATURE_FIELDS`: tile
+          sizes, warps, stages, grid, flags), the same for every task, zeros when the
+          program could not be analysed;
+        * the shape: log2(1 + size) / 32 per size name (`size_names`).
+        Override it to encode choices the configuration does not hold."""
+        fields = self.config_fields()
+        vec = np.zeros(self.config_dim, dtype=np.float64)
+        if config is not None:
+            vec[:len(fields)] = [_field_code(getattr(config, f, None)) for f in fields]
+        at = len(fields)
+        if features is not None:
+            vec[at:at + len(FEATURE_FIELDS)] = [_feature_code(features, f) for f in FEATURE_FIELDS]
+        at += len(FEATURE_FIELDS)
+        vec[at] = float(config is None)
+        at += 1
+        names = self.size_names()
+        vec[at:at + len(names)] = [math.log2(1 + max(int(sizes.get(n, 0)), 0)) / 32 for n in names]
+        return np.clip(np.nan_to_num(vec, nan=0.0), 0.0, 1.0).astype(np.float32)
+
+
+#: the program-structure block of every task's configuration observation: feature name ->
+#: scale (log2 of the value over the scale for sizes, the value over it for the rest)
+FEATURE_FIELDS = {"block_m": 8, "block_n": 8, "block_k": 8, "num_warps": 16, "stages": 8,
+                  "group_m": 4, "split_k": 4, "persistent": 1, "tma_loads": 1, "tma_store": 1,
+                  "warp_specialize": 1, "kmajor_b": 1, "atomic_output": 1, "grid_programs": 24,
+                  "tiles": 24}
+_LOG_FEATURES = {"block_m", "block_n", "block_k", "group_m", "split_k", "grid_programs", "tiles"}
+
+
+def _field_code(value) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int):
+        return math.log2(1 + max(value, 0)) / 12
+    if isinstance(value, float):
+        return min(max(value, 0.0), 1.0)
+    # a choice: a code fixed by its text (the same in every process), never 0 (None's)
+    return (zlib.crc32(str(value).encode()) % 997 + 1) / 998
+
+
+def _feature_code(features, name: str) -> float:
+    value = getattr(features, name, 0) or 0
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    if name in _LOG_FEATURES:
+        return math.log2(value) / FEATURE_FIELDS[name] if value > 1 else 0.0
+    return value / FEATURE_FIELDS[name]
+
 
 _REGISTRY: dict[str, Task] = {}
 #: task name -> its package, from the registry (`argus_env/registry.py`)
 KNOWN_TASKS = packages()
 
 
+#: what every task must define: attribute -> what it is
+REQUIRED_ATTRIBUTES = {"name": "its registry name", "programs": "program name -> DSL file, "
+                       "with a 'baseline'", "shapes": "its shape suite (ShapeCase, ...)",
+                       "signature": "tensor -> (dims, dtype)", "space": "its transformation "
+                       "space (argus_env.space.TaskSpace)"}
+#: the hooks every task must implement (the base class's raise NotImplementedError)
+REQUIRED_HOOKS = ("make_inputs", "reference", "flops", "min_bytes", "anchor")
+
+
+def definition_errors(task: Task) -> list[str]:
+    """What `task` lacks of the protocol, one line each; empty when it is complete."""
+    errors = [f"`{attr}`: {what}" for attr, what in REQUIRED_ATTRIBUTES.items()
+              if not getattr(task, attr, None)]
+    if getattr(task, "programs", None) and "baseline" not in task.programs:
+        errors.append("`programs` has no 'baseline' (the program every episode starts from)")
+    missing = [p for p in (getattr(task, "programs", None) or {}).values() if not Path(p).is_file()]
+    errors += [f"program file {p} does not exist" for p in missing]
+    errors += [f"`{hook}()` is not implemented" for hook in REQUIRED_HOOKS
+               if getattr(type(task), hook, None) is getattr(Task, hook)]
+    shapes = getattr(task, "shapes", None) or ()
+    known = {d for dims, _ in (getattr(task, "signature", None) or {}).values() for d in dims}
+    for case in shapes:
+        unknown = sorted(set(case.sizes) - known - set(task.flags) - set(task.extra_sizes))
+        if unknown:
+            errors.append(f"shape {case.name!r} names sizes {unknown} that no tensor of the "
+                          "signature has (declare them in `flags` or `extra_sizes`)")
+            break
+    if len({tuple(c.sizes) for c in shapes}) > 1:
+        errors.append("the shapes do not all name the same sizes in the same order")
+    return errors
+
+
 def register_task(task: Task) -> Task:
+    """Make `task` known under its name; raises `TaskDefinitionError` listing everything the
+    task lacks of the protocol (rather than failing on first use inside an env)."""
+    errors = definition_errors(task)
+    if errors:
+        raise TaskDefinitionError(f"task {getattr(task, 'name', '') or type(task).__name__!r} "
+                                  "is incomplete:\n  " + "\n  ".join(errors))
     _REGISTRY[task.name] = task
     return task
 
