@@ -45,6 +45,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .check.report import normalise_encoding
+
 from .registry import DEFAULT_ENV_ID
 
 ENV_NAME = "argus-masked"
@@ -53,16 +55,9 @@ OBS_HIGH = 4.0
 
 
 def normalise_report(report: np.ndarray) -> np.ndarray:
-    """`InvariantReport.encode()` to [0, 1]: log counts per invariant (clipped at
-    log1p(147)), then the first violation's class index, line, count and element."""
-    r = np.asarray(report, dtype=np.float32)
-    n_inv = len(r) - 5
-    out = np.empty_like(r)
-    out[:n_inv] = np.clip(r[:n_inv], 0, 5) / 5
-    out[n_inv] = r[n_inv] / max(n_inv, 1)
-    out[n_inv + 1:n_inv + 3] = np.log1p(np.maximum(r[n_inv + 1:n_inv + 3], 0)) / 8
-    out[n_inv + 3:] = np.log1p(np.maximum(r[n_inv + 3:], 0)) / 16
-    return np.clip(out, 0.0, 1.0)
+    """A `KernelEnv` report observation (`ReportLayout`: generic slots, then the task's
+    block) scaled into [0, 1] (`argus_env.check.report.normalise_encoding`)."""
+    return normalise_encoding(report)
 
 
 def normalise_perf(perf: np.ndarray) -> np.ndarray:

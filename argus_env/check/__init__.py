@@ -6,43 +6,33 @@
 The rules both interpreters follow are in `SEMANTICS.md` beside this file: `symbolic`
 proves them with z3 at the given sizes without enumerating the problem; `concrete`
 enumerates every program instance at small sizes (the cross-check and the replay of
-counterexamples).
+counterexamples). A task adds its own invariants through its pack (`pack.py`).
+
+Modules, lowest first (none imports a module below it): `pack` (invariant classes and the
+task hooks), `report` (violations, reports, the observation layout), `regimes` (size
+conditions), the packages `symbolic` and `concrete`, and this entry point (which loads
+`symbolic`, and with it z3, on the first symbolic check).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from .concrete import check_concrete
+from .pack import InvariantClass, InvariantPack, register_pack  # noqa: F401
 from .report import (INVARIANTS, CheckTimeout, CheckUnsupported, InvariantReport,  # noqa: F401
-                     Obligation, Violation)
-
-_CACHE: OrderedDict = OrderedDict()
-CACHE_SIZE = 512
+                     Obligation, ReportLayout, Violation)
 
 
 def check_program(program, sizes: dict, task=None, method: str = "symbolic",
                   deadline: float | None = None, **options) -> InvariantReport:
-    """The invariant report of `program` at problem `sizes`, cached by program hash.
-    `deadline` (a `time.monotonic()` instant, symbolic method only) bounds the check: past
-    it `CheckTimeout` is raised and nothing is cached. An `undecided` report is not cached
-    either (with more time the solver may decide), and an interrupted check raises
+    """The invariant report of `program` at problem `sizes` (computed afresh: the caller
+    keeps any cache). `deadline` (a `time.monotonic()` instant, symbolic method only)
+    bounds the check: past it `CheckTimeout` is raised. An interrupted check raises
     `KeyboardInterrupt` rather than giving a verdict."""
-    key = (program.hash, tuple(sorted(sizes.items())), getattr(task, "name", None), method,
-           tuple(sorted(options.items())))
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
     if method == "symbolic":
+        # z3 loads on the first proof, not with the package: a task declares its pack
+        # (`pack.py`) on machines that only measure and have no z3
         from .symbolic import check
-        report = check(program, sizes, task, deadline=deadline, **options)
-    elif method == "concrete":
-        from .concrete import check_concrete
-        report = check_concrete(program, sizes, task, **options)
-    else:
-        raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")
-    if report.status == "undecided":
-        return report
-    _CACHE[key] = report
-    if len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return report
+        return check(program, sizes, task, deadline=deadline, **options)
+    if method == "concrete":
+        return check_concrete(program, sizes, task, **options)
+    raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")

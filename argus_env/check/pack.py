@@ -2,8 +2,9 @@
 
 The checker's core knows the invariants every tile program has (contraction, ownership,
 coverage, exactly_once, bounds, bijection, tag_conflict, pipeline, assertion). A task with
-more to say (attention's online softmax, MoE's routing) declares an `InvariantPack` in
-`tasks/<task>/invariants.py`, registers it, and sets it as its `Task.invariants`:
+more to say (an online softmax's rescaling, a host routing step's postconditions) declares
+an `InvariantPack` in `tasks/<task>/invariants.py`, registers it, and sets it as its
+`Task.invariants`:
 
     from argus_env.check.pack import InvariantClass, InvariantPack, register_pack
 
@@ -13,21 +14,21 @@ more to say (attention's online softmax, MoE's routing) declares an `InvariantPa
                        ck.find(condition, shape), shape)
 
     PACK = register_pack(InvariantPack(
-        "rmsnorm",
+        "mytask",
         classes=(InvariantClass("row_stat", "a row is scaled by another row's statistic"),),
         binop={"*": _normalised}))
 
-    class RMSNormTask(Task):
+    class MyTask(Task):
         invariants = PACK
 
 The core calls exactly the hooks below and nothing else of a task; a hook the pack leaves
 empty costs nothing. Symbolic hooks receive the symbolic interpreter `ck`
 (`argus_env.check.symbolic.Checker`: `find`, `violate`, `proven`, `solve`, `frames`,
-`kernel`, `sizes`, `uf`, `vars`, `report`, and `memo`, a dict for the pack's per-check
-state) and values of `argus_env.check.symbolic.values` (`SV`: `tags` name -> (guard, value),
-`cov` name -> coverage terms). Tags a pack invents for its own bookkeeping are named with
-the prefix `INTERNAL` ("@"), so they never meet a tensor's dim names; the core exempts
-them from the accumulator's tags-do-not-change check and from "does the value carry data".
+`kernel`, `sizes`, `uf`, `vars`, `fix_lanes`, `report`, and `memo`, a dict for the pack's
+per-check state) and values of `argus_env.check.symbolic.values` (`SV`: `tags` name ->
+(guard, value), `cov` name -> coverage terms; `Cov`, `evaluate`). Tags a pack invents for
+its own bookkeeping are named with the prefix `INTERNAL` ("@"), so they never meet a
+tensor's dim names; the core exempts them from the accumulator's tags-do-not-change check.
 Concrete hooks receive the concrete interpreter `it`
 (`argus_env.check.concrete.interp.Interp`) and its numpy values.
 

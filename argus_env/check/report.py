@@ -14,9 +14,13 @@ can act on.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ..dsl.errors import DSLError
+from .pack import CORE_CLASSES, InvariantPack, is_known_class, known_classes
 
 
 class CheckUnsupported(DSLError, NotImplementedError):
@@ -34,30 +38,9 @@ class CheckTimeout(CheckUnsupported):
     kind = "check timeout"
 
 
-#: Invariant classes, in the order of the observation encoding. Names are stable API.
-INVARIANTS = (
-    "contraction",   # a dot contracts operand elements whose shared index tags differ
-    "ownership",     # a stored element's tags differ from the destination coordinates
-    "coverage",      # a reduction does not cover its range exactly once
-    "exactly_once",  # two program instances (or iterations) write one element, not atomically
-    "bounds",        # an access reaches outside its tensor and is not masked
-    "bijection",     # an output element no program instance writes (pid remap not onto)
-    "tag_conflict",  # an elementwise op meets values whose same-named tags differ
-    "pipeline",      # a prefetched (loop-carried) operand is not the slice consumed next
-    "assertion",     # an explicit `A.assert_tags` relation fails
-    "causal",        # attention: a key after its query reaches the exponent unmasked
-    "softmax",       # attention: online-softmax rescaling or normalisation inconsistent
-    "exp_base",      # attention: exp2 without log2(e) folded into the scale
-    "head_map",      # attention: query head meets the wrong KV head (GQA)
-    "expert",        # MoE: a token row meets another expert's weights
-    "scatter",       # MoE: a result is written to a token it did not come from
-    "combine",       # MoE: the combine weight is not the token's top-k weight for the slot
-    "padding",       # MoE: a padding row from block alignment is stored
-)
-INVARIANT_INDEX = {name: i for i, name in enumerate(INVARIANTS)}
-#: the class code of an undecided report's first finding in the encoding (past every
-#: invariant's code, so the observation's size does not change)
-UNDECIDED_CODE = len(INVARIANTS) + 1
+#: The core's invariant classes, in the order of the report encoding's count slots. Names
+#: are stable API. A task's pack adds its own (`pack.known_classes()` lists all).
+INVARIANTS = CORE_CLASSES
 STATUSES = ("proven", "violation", "undecided")
 
 
@@ -101,8 +84,8 @@ class Violation:
     other: dict[str, object] = field(default_factory=dict)    # second instance (exactly_once)
 
     def __post_init__(self) -> None:
-        if self.invariant not in INVARIANT_INDEX:
-            raise ValueError(f"unknown invariant {self.invariant!r}; known: {INVARIANTS}")
+        if not is_known_class(self.invariant):
+            raise ValueError(f"unknown invariant {self.invariant!r}; known: {known_classes()}")
 
     def where(self) -> str:
         """`store c[rows, cols] at line 14: program (pid_m=3, pid_n=1), element (17, 4)`"""
@@ -188,34 +171,19 @@ class InvariantReport:
             [("undecided", o.line) for o in self.undecided]
 
     def counts(self) -> dict[str, int]:
-        out = {name: 0 for name in INVARIANTS}
+        """Violations per class: every core class, then the task's classes that occur."""
+        out = {name: 0 for name in CORE_CLASSES}
         for v in self.violations:
-            out[v.invariant] += 1
+            out[v.invariant] = out.get(v.invariant, 0) + 1
         return out
 
     def kinds(self) -> set[str]:
         return {v.invariant for v in self.violations}
 
-    def encode(self):
-        """Fixed-size float vector: one count per invariant class (log-scaled), then the
-        first violation's class (one-hot position), line and normalised element."""
-        import numpy as np
-        vec = np.zeros(len(INVARIANTS) + 5, dtype=np.float32)
-        for name, n in self.counts().items():
-            vec[INVARIANT_INDEX[name]] = np.log1p(n)
-        base = len(INVARIANTS)
-        if self.violations:
-            first = self.violations[0]
-            vec[base] = 1.0 + INVARIANT_INDEX[first.invariant]
-            vec[base + 1] = float(first.line)
-            vec[base + 2] = float(len(self.violations))
-            elem = list(first.element) + [0, 0]
-            vec[base + 3], vec[base + 4] = float(elem[0]), float(elem[1])
-        elif self.undecided:  # the class slot says "undecided"; line and count as above
-            vec[base] = float(UNDECIDED_CODE)
-            vec[base + 1] = float(self.undecided[0].line)
-            vec[base + 2] = float(len(self.undecided))
-        return vec
+    def encode(self, layout: "ReportLayout | None" = None) -> np.ndarray:
+        """The fixed-layout float vector of `layout` (by default the generic slots alone,
+        no task block): see `ReportLayout`."""
+        return (layout or ReportLayout()).encode(self)
 
     def render(self, limit: int = 5) -> str:
         status = self.status
@@ -253,3 +221,105 @@ class InvariantReport:
                    list(d.get("proven", [])), d.get("queries", 0), d.get("milliseconds", 0.0),
                    d.get("method", "symbolic"), list(d.get("notes", [])),
                    [Obligation(**o) for o in d.get("undecided", [])])
+
+
+# ---------------------------------------------------------------- observation encoding
+#: The generic slots of the report encoding, the same for every task. A task's classes
+#: live in its own block after them (`ReportLayout`), so adding one changes that block only.
+GENERIC_SLOTS = (
+    "proven", "violation", "undecided",        # the status, one-hot
+    *(f"count:{name}" for name in CORE_CLASSES),  # log1p(violations of the core class)
+    "first_class",    # the first violation's class: 0 none, 1 + i core class i, TASK_CLASS
+    "first_line",     # source line of the first violation, else of the first obligation
+    "violations",     # how many violations
+    "obligations",    # how many undecided obligations
+    "element_0", "element_1",                  # the first violation's tile element
+)
+SLOT = {name: i for i, name in enumerate(GENERIC_SLOTS)}
+GENERIC_DIM = len(GENERIC_SLOTS)
+#: `first_class` of a violation of a task's class: its index is the task block's slot 0
+TASK_CLASS = len(CORE_CLASSES) + 1
+
+
+@dataclass(frozen=True)
+class ReportLayout:
+    """The report's observation encoding: `GENERIC_SLOTS`, then the task's block of
+    `block` slots: slot 0 the first violation's class within the task (0 when it is not
+    one of the task's, 1 + j for class j), then log1p(count) per task class, zero-padded.
+    An undecided report has status `undecided`, `first_class` 0 and its obligations'
+    line and count."""
+
+    classes: tuple[str, ...] = ()   # the task's classes, in block order
+    block: int = 0                  # slots of the task block (0 without a pack)
+
+    def __post_init__(self) -> None:
+        if self.block and self.block < 1 + len(self.classes):
+            raise ValueError(f"a task block of {self.block} slots cannot hold "
+                             f"{len(self.classes)} classes")
+        if self.classes and not self.block:
+            raise ValueError("task classes need a task block")
+
+    @classmethod
+    def for_pack(cls, pack: InvariantPack | None) -> "ReportLayout":
+        if pack is None:
+            return cls()
+        return cls(pack.class_names, pack.block_size)
+
+    @property
+    def size(self) -> int:
+        return GENERIC_DIM + self.block
+
+    def encode(self, report: InvariantReport, element: bool = True) -> np.ndarray:
+        """`report` as a float32 vector of `size`; `element=False` leaves the element
+        slots 0 (for a violation whose element cannot be read as numbers)."""
+        vec = np.zeros(self.size, dtype=np.float32)
+        vec[SLOT[report.status]] = 1.0
+        own = {name: j for j, name in enumerate(self.classes)}
+        task_counts = [0] * len(self.classes)
+        for v in report.violations:
+            if v.invariant in own:
+                task_counts[own[v.invariant]] += 1
+            elif v.invariant in CORE_CLASSES:
+                vec[SLOT[f"count:{v.invariant}"]] += 1
+        for name in CORE_CLASSES:
+            vec[SLOT[f"count:{name}"]] = math.log1p(vec[SLOT[f"count:{name}"]])
+        vec[SLOT["violations"]] = len(report.violations)
+        vec[SLOT["obligations"]] = len(report.undecided)
+        if report.violations:
+            first = report.violations[0]
+            if first.invariant in CORE_CLASSES:
+                vec[SLOT["first_class"]] = 1 + CORE_CLASSES.index(first.invariant)
+            else:
+                vec[SLOT["first_class"]] = TASK_CLASS
+                if first.invariant in own:
+                    vec[GENERIC_DIM] = 1 + own[first.invariant]
+            vec[SLOT["first_line"]] = first.line if isinstance(first.line, (int, float)) else 0
+            if element:
+                elem = [float(x) for x in first.element] + [0.0, 0.0]
+                vec[SLOT["element_0"]], vec[SLOT["element_1"]] = elem[0], elem[1]
+        elif report.undecided:
+            vec[SLOT["first_line"]] = float(report.undecided[0].line)
+        if self.block:
+            vec[GENERIC_DIM + 1:GENERIC_DIM + 1 + len(task_counts)] = np.log1p(task_counts)
+        return vec
+
+
+def normalise_encoding(vec) -> np.ndarray:
+    """A report encoding (any task block) scaled into [0, 1] for a policy network: the
+    status as is, log counts clipped at 5, the class code over its range, line and counts
+    as log1p / 8, the element as log1p / 16; the task block's class code over the block's
+    class slots and its counts as the generic ones."""
+    r = np.asarray(vec, dtype=np.float32)
+    out = np.zeros_like(r)
+    counts = slice(SLOT["proven"] + 3, SLOT["first_class"])
+    out[:3] = r[:3]
+    out[counts] = np.clip(r[counts], 0, 5) / 5
+    out[SLOT["first_class"]] = r[SLOT["first_class"]] / TASK_CLASS
+    lines = slice(SLOT["first_line"], SLOT["element_0"])
+    out[lines] = np.log1p(np.maximum(r[lines], 0)) / 8
+    out[SLOT["element_0"]:GENERIC_DIM] = np.log1p(np.maximum(r[SLOT["element_0"]:GENERIC_DIM], 0)) / 16
+    block = len(r) - GENERIC_DIM
+    if block > 0:
+        out[GENERIC_DIM] = r[GENERIC_DIM] / max(block - 1, 1)
+        out[GENERIC_DIM + 1:] = np.clip(r[GENERIC_DIM + 1:], 0, 5) / 5
+    return np.clip(np.nan_to_num(out, nan=0.0), 0.0, 1.0)

@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..check.report import INVARIANTS, UNDECIDED_CODE, CheckTimeout
+from ..check.pack import pack_of
+from ..check.report import GENERIC_DIM, CheckTimeout, ReportLayout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
 from ..lower import source as triton_source
@@ -31,7 +32,7 @@ MAX_SIZE = 2**31 - 1  # a problem size (kernels index with 32-bit integers)
 log = logging.getLogger(__name__)
 CONFIG_DIM = 18
 PERF_DIM = 4
-REPORT_DIM = len(INVARIANTS) + 5
+REPORT_DIM = GENERIC_DIM  # the report's generic slots; the task's pack adds its block
 
 
 @dataclass
@@ -65,9 +66,10 @@ class KernelEnv(gym.Env):
     ## Observation Space
     `Dict`: `config` (18 floats in [0, 1]: log tile sizes, warps, stages, swizzle group,
     split-K, flags for persistent/TMA/warp specialization/k-major, grid size, shape),
-    `report` (per-invariant violation counts, log-scaled, then the first violation's
-    class, line, count and element; a report with undecided obligations and no violation
-    has class code `len(INVARIANTS) + 1`, the first obligation's line and their count),
+    `report` (`argus_env.check.report.ReportLayout`: the status proven / violation /
+    undecided, log-scaled violation counts per core invariant, the first violation's class,
+    line and element, the numbers of violations and of undecided obligations; then the
+    task's block: the first violation's class among the task's own and their counts),
     `perf` (log TFLOP/s, fraction of the roofline,
     fraction of the library anchor, best fraction so far), `action_mask`
     (`MultiBinary(n)`); in text mode also `program` and `report_text`.
@@ -175,8 +177,9 @@ class KernelEnv(gym.Env):
         self.reward_fn = load_reward(reward)
         self.catalog = self.space_.catalog()
         n = len(self.catalog)
+        self.report_layout = ReportLayout.for_pack(pack_of(self.task))
         obs = {"config": spaces.Box(0.0, 1.0, (CONFIG_DIM,), np.float32),
-               "report": spaces.Box(0.0, 1e6, (REPORT_DIM,), np.float32),
+               "report": spaces.Box(0.0, 1e6, (self.report_layout.size,), np.float32),
                "perf": spaces.Box(0.0, 1e6, (PERF_DIM,), np.float32),
                "action_mask": spaces.MultiBinary(n)}
         if mode == "text":
@@ -458,7 +461,7 @@ class KernelEnv(gym.Env):
     def _obs(self) -> dict:
         ev = self.state.evaluation
         obs = {"config": _config_vector(ev, self.sizes),
-               "report": _report_vector(ev.report),
+               "report": _report_vector(ev.report, self.report_layout),
                "perf": self._perf(ev), "action_mask": self.action_mask()}
         if self.mode == "text":
             obs["program"] = _ascii(self.state.program.text)
@@ -553,25 +556,17 @@ def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:
     return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1)
 
 
-def _report_vector(report) -> np.ndarray:
-    """The report's numeric encoding, clipped into the observation space; if the encoder
-    fails on a violation (an element coordinate it cannot read), the counts, class, line
-    and number of violations without the element, rather than an exception."""
+def _report_vector(report, layout: ReportLayout | None = None) -> np.ndarray:
+    """The report's numeric encoding in `layout` (generic slots alone by default), clipped
+    into the observation space; if the encoder fails on a violation (an element coordinate
+    it cannot read), the same encoding without the element, rather than an exception."""
+    layout = layout or ReportLayout()
     try:
-        vec = np.asarray(report.encode(), dtype=np.float32)
+        vec = layout.encode(report)
     except Exception as e:  # noqa: BLE001 - a checker bug must not end the agent's run
         log.warning("the invariant report could not be encoded (element left out): %s: %s",
                     type(e).__name__, e)
-        vec = np.zeros(REPORT_DIM, dtype=np.float32)
-        vec[:len(INVARIANTS)] = [math.log1p(n) for n in report.counts().values()]
-        if report.violations:
-            first = report.violations[0]
-            vec[len(INVARIANTS)] = 1.0 + INVARIANTS.index(first.invariant)
-            vec[len(INVARIANTS) + 1] = first.line if isinstance(first.line, (int, float)) else 0
-            vec[len(INVARIANTS) + 2] = len(report.violations)
-        elif report.undecided:
-            vec[len(INVARIANTS)] = UNDECIDED_CODE
-            vec[len(INVARIANTS) + 2] = len(report.undecided)
+        vec = layout.encode(report, element=False)
     return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1e6).astype(np.float32)
 
 

@@ -10,6 +10,8 @@ from argus_env.dsl.program import Program
 from argus_env.ir.rewrite import with_const
 from argus_env.task import ShapeCase, Sizes, Task, Tolerance, register_task
 
+from .invariants import PACK
+
 HERE = Path(__file__).parent
 
 
@@ -55,6 +57,8 @@ class AttentionTask(Task):
     anchors_file = HERE / "anchors_h200.json"
     #: problem constants a program receives from the shape (not tensor dims)
     problem_consts = ("CAUSAL", "GROUP", "HEAD_DIM", "SCALE")
+    #: online softmax, exponent base, causal mask, GQA head map (`invariants.py`)
+    invariants = PACK
 
     def store_coverage_for(self, consts: dict) -> dict:
         """Each output row sums over all its keys once: [0, SK), or [0, query + 1) causally."""
@@ -68,16 +72,6 @@ class AttentionTask(Task):
         base = {"B": 1, "H": group, "KVH": 1, "D": sizes["D"],
                 "CAUSAL": int(sizes.get("CAUSAL", 0))}
         return [{**base, "SQ": 72, "SK": 72}, {**base, "SQ": 40, "SK": 40}]
-
-    def causal_pair(self, consts: dict):
-        """(query dim, key dim) when the program is causal: no key after its query may
-        reach an exponent."""
-        return ("SQ", "SK") if consts.get("CAUSAL") else None
-
-    def tag_relations(self, consts: dict) -> list:
-        """GQA: a query head h meets only KV head h // GROUP."""
-        group = int(consts.get("GROUP", 1) or 1)
-        return [("H", "KVH", lambda h: h / group, "head_map")]
 
     def bind(self, program: Program, sizes: Sizes) -> Program:
         """The program with the problem's constants (causal flag, GQA group, head dim and

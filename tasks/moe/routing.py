@@ -7,7 +7,7 @@ sorting the (token, slot) pairs by expert and aligning each expert's run to the 
 `sorted_ids[p]` is the pair index `token * TOPK + slot` routed to position p, or the padding
 sentinel `T * TOPK`; every block of BM positions belongs to one expert, `expert_ids[b]`, or to
 none (-1: a block past the last expert's run). These are the postconditions the invariant
-checker assumes of the arrays (`argus_env/check/routing.py`); `check_postconditions` tests them
+checker assumes of the arrays (`invariants.py`); `check_postconditions` tests them
 on real arrays.
 """
 

@@ -6,19 +6,19 @@
 The routing step (`routing.py`: top-k over router logits, pairs sorted by expert, each
 expert's run aligned to the program's block size BM) runs on the host in PyTorch; the DSL
 program consumes its arrays. Its postconditions are what the invariant checker assumes of
-them (`argus_env/check/routing.py`).
+them (`invariants.py`, the task's invariant pack).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from argus_env.check.routing import Routing
 from argus_env.dsl.program import Program
 from argus_env.ir.rewrite import with_const
 from argus_env.task import ShapeCase, Sizes, Task, Tolerance, register_task
 
 from . import routing
+from .invariants import PACK
 
 HERE = Path(__file__).parent
 SKEW = 1.5  # Zipf-like popularity exponent of skewed routing (see routing.router_logits)
@@ -84,6 +84,8 @@ class MoETask(Task):
     anchor_dims = ("T", "D", "F", "E", "TOPK", "SKEW")
     anchors_file = HERE / "anchors_h200.json"
     problem_consts = ("KP",)
+    #: expert, scatter, combine, padding under the routing step's postconditions
+    invariants = PACK
 
     # ------------------------------------------------------------ sizes and constants
     #: router logits the routing step may draw (T x E floats; the largest listed shape
@@ -121,11 +123,6 @@ class MoETask(Task):
         k, skew = sizes["TOPK"], int(sizes.get("SKEW", 0))
         return [{"T": 12, "D": 48, "F": 40, "E": max(k + 2, 4), "TOPK": k, "SKEW": skew},
                 {"T": 9, "D": 32, "F": 24, "E": max(k + 1, 6), "TOPK": k, "SKEW": 1 - skew}]
-
-    def routing(self, consts: dict, sizes: Sizes) -> Routing:
-        """What the checker may assume of the routing arrays (their postconditions)."""
-        return Routing(block=int(consts.get("BM", 64)), tokens=sizes["T"], topk=sizes["TOPK"],
-                       experts=sizes["E"], rows=sizes["P"])
 
     # ------------------------------------------------------------ data
     def route(self, sizes: Sizes, block: int, device, generator) -> dict:

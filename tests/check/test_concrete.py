@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from argus_env.check import concrete_interp
+from argus_env.check.concrete import interp as concrete_interp
 from argus_env.check.concrete import ConcreteError, check_concrete, replay, size_expr
 from argus_env.dsl.errors import DSLError
 from argus_env.dsl.program import Program

@@ -192,12 +192,13 @@ def test_a_report_the_encoder_fails_on_still_gives_an_observation():
     `InvariantReport.encode` raise from inside `step`, after the state had changed."""
     import numpy as np
 
-    from argus_env.check.report import INVARIANTS, InvariantReport, Violation
+    from argus_env.check.report import SLOT, InvariantReport, Violation
     from argus_env.envs.kernel_env import REPORT_DIM, _report_vector
     report = InvariantReport("k", "h", [Violation("coverage", "store", 7, "m", element=(None, 3))])
     vec = _report_vector(report)
     assert vec.shape == (REPORT_DIM,) and vec.dtype == np.float32 and np.isfinite(vec).all()
-    assert vec[INVARIANTS.index("coverage")] > 0 and vec[len(INVARIANTS) + 1] == 7, vec
+    assert vec[SLOT["count:coverage"]] > 0 and vec[SLOT["first_line"]] == 7, vec
+    assert vec[SLOT["element_0"]] == vec[SLOT["element_1"]] == 0, vec
 
 
 def test_long_fuzz_shards_merge_into_one_figure_per_env():

@@ -8,22 +8,17 @@ contracted name is a one-hot encoding of its values summed over lanes by `tensor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from ..ir import nodes as ir
-from ..ir.rewrite import walk
-from .concrete_ops import merge_tags, varies
-from .concrete_values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .concrete_interp import Interp
+from ...ir import nodes as ir
+from ...ir.rewrite import walk
+from .ops import merge_tags, varies
+from .values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
 
 F32 = np.float32
 
 
-def policy(it: "Interp", e: ir.Call) -> str:
+def policy(it, e: ir.Call) -> str:
     """The accumulator's fragment policy: the `mma` argument, else what Triton picks."""
     mma = e.arg("mma")
     if isinstance(mma, ir.Symbol):
@@ -31,7 +26,7 @@ def policy(it: "Interp", e: ir.Call) -> str:
     return "wgmma" if it.num_warps % 4 == 0 else "mma_v2"
 
 
-def dot(it: "Interp", e: ir.Call) -> Val:
+def dot(it, e: ir.Call) -> Val:
     """Check the contraction, then build the result: constant names stay tags, names
     varying with the lane become coverage, and `acc` is added."""
     a, b = it.val(e.arg("a")), it.val(e.arg("b"))
@@ -60,7 +55,7 @@ def dot(it: "Interp", e: ir.Call) -> Val:
     return out
 
 
-def _prefetched(it: "Interp", e: ir.Call, a: Val, b: Val) -> bool:
+def _prefetched(it, e: ir.Call, a: Val, b: Val) -> bool:
     """Whether an operand is loop-carried (SEMANTICS.md, "dot": a hand-pipelined prefetch):
     it holds the value a loop-carried name had when the iteration began (also through an
     alias, `a_tile = a_next`), or its expression reads a name the enclosing loops carry
@@ -72,7 +67,7 @@ def _prefetched(it: "Interp", e: ir.Call, a: Val, b: Val) -> bool:
                for side in ("a", "b") for n in walk(e.arg(side)))
 
 
-def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, product: Val,
+def _probe(it, line: int, a: Val, b: Val, acc: Val | None, product: Val,
            out: Val) -> None:
     v = it.probe_at("dot", line)
     if v is None:
@@ -84,7 +79,7 @@ def _probe(it: "Interp", line: int, a: Val, b: Val, acc: Val | None, product: Va
                 "product": summary(product, (i, j)), "result": summary(out, (i, j))})
 
 
-def _check_operands(it: "Interp", e: ir.Call, inv: str, a: Val, b: Val, ta: np.ndarray,
+def _check_operands(it, e: ir.Call, inv: str, a: Val, b: Val, ta: np.ndarray,
                     tb: np.ndarray, out: Val) -> None:
     """Every tag name both operands carry must agree on every contributing lane."""
     line = e.loc.line
@@ -181,7 +176,7 @@ def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
 
 
 def _per_lane(vals: np.ndarray, wa: np.ndarray, tb: np.ndarray) -> Cov | None:
-    """The common case (GEMM's K): the value depends on the lane alone and differs between
+    """The common case (a matrix product's K): the value depends on the lane alone and differs between
     lanes, so each lane owns one count slot and no summing is needed."""
     lanes = wa.any(axis=0) & tb.any(axis=1)
     used = vals[lanes]

@@ -1,4 +1,4 @@
-"""Whole-program checks over the recorded writes, and the exactly-once coverage proof.
+"""Whole-program checks over the recorded writes.
 
 - exactly_once: no element is written by two program instances (or two iterations, or
   two elements of one tile) unless every write is an atomic add;
@@ -6,12 +6,12 @@
   the tensor: the writes are tiles `base + axis` (block form), the tile origins are
   aligned and in range, the map from program instances to origins is injective, the
   masks keep every in-bounds element, and there are as many instances as tiles;
-- coverage at stores: the task's required coverage (GEMM: every element of `c` sums
-  K over [0, K) exactly once), combined over the atomic contributions of all writers.
+- coverage at stores: the task's required coverage (a matrix product: every element of `c` sums
+  K over [0, K) exactly once), combined over the atomic contributions of all writers
+  (the proof itself is `coverage.exactly_once`).
 
-`exactly_once(...)` proves that coverage terms form exactly the range [lo, hi): nothing
-outside it, no index twice (two copies of the bound variables), nothing missing (a
-witness built by mixed-radix decomposition of the missing index, then confirmed).
+An output the task's pack says is written by construction (`InvariantPack.assumed_written`:
+rows scattered through a host routing map) gets a note instead of the bijection proof.
 """
 
 from __future__ import annotations
@@ -22,145 +22,9 @@ import math
 
 import z3
 
-from .sym import affine, const_value
-from .values import AXES, Cov, axis_ranges
-
-
-# ---------------------------------------------------------------- coverage
-def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
-                 frag=None, defaults=None, scope=None) -> None:
-    ctx = list(context) + axis_ranges(shape)
-    ok = True
-    for term in terms:
-        m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
-        if m is not None:
-            ok = False
-            ck.violate("coverage", op, f"the reduction over {name} includes {name}="
-                       f"{_ev(m, term.idx)}, outside [{_ev(m, lo)}, {_ev(m, hi)})", m, shape,
-                       expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
-                       actual={name: term.idx}, frag=frag, scope=scope)
-            return
-    sums = [t for t in terms if t.kind == "sum"]
-    for i, t1 in enumerate(sums):
-        for t2 in sums[i:]:
-            used = free_ids([t2.dom, t2.idx])
-            # second copies keep their variables' names with one suffix, so that a
-            # grid-stride loop's link (linear index = pid + t * step) still applies to them
-            suffix = f"~b{next(ck.vars.counter)}"
-            r2 = [(b, _twin(ck, b, suffix)) for b in _unique(t2.bound)
-                  if b.decl().name() in used]
-            dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
-                z3.substitute(t2.idx, *r2) if r2 else t2.idx
-            distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
-            m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
-            if m is not None:
-                ck.violate("coverage", op, f"the reduction over {name} accumulates "
-                           f"{name}={_ev(m, t1.idx)} twice", m, shape,
-                           expected={f"times {name}={_ev(m, t1.idx)}": 1},
-                           actual={f"times {name}={_ev(m, t1.idx)}": 2}, frag=frag,
-                           scope=scope)
-                return
-    x = ck.vars.fresh(f"missing_{name}", "point", None, None)
-    covered = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
-    m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
-                 ctx + [x >= lo, x < hi])
-    if m is None:
-        if ok:
-            ck.proven(f"{op}: {name} covered exactly once")
-        return
-    # confirm: with this instance, element and x fixed, no term covers x at all
-    bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
-    fixed = [v.expr == _ev(m, v.expr) for v in ck.vars.vars.values()
-             if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
-             and _ev(m, v.expr) is not None]
-    xv = _ev(m, x)
-    anyc = z3.Or(*[z3.And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
-    if ck.solve(ctx + fixed + [anyc]) is None:
-        ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
-                   m, shape, expected={name: f"[{_ev(m, lo)}, {_ev(m, hi)})"},
-                   actual={f"missing {name}": xv}, frag=frag, scope=scope)
-    elif _routed_slot(ck, name):
-        ck.report.notes.append(f"line {ck._line()}: assumed, not proven: completeness of "
-                               f"{name} (each (token, slot) pair reaches one sorted position "
-                               "by the routing postconditions)")
-    else:
-        ck.undecided(f"completeness of the reduction over {name}",
-                     "a point looked uncovered but no term was shown to miss it")
-
-
-def _routed_slot(ck, name: str) -> bool:
-    """Whether `name` is the top-k slot dim of a routed program (a set coverage whose
-    completeness rests on the routing step, not on the program's indices)."""
-    from .routing import spec
-    r = spec(ck)
-    return r is not None and name == r.slot
-
-
-def _twin(ck, v, suffix: str):
-    """A fresh copy of variable `v` named `v` + `suffix`, with `v`'s kind and range."""
-    from .sym import Var
-    info = ck.vars.info(v)
-    name = v.decl().name() + suffix
-    twin = z3.Int(name)
-    ck.vars.vars[name] = Var(twin, info.kind if info else "lane", info.lo if info else None,
-                             info.hi if info else None, True)
-    return twin
-
-
-def _some_lane(ck, formula):
-    """Guards say a tag is present where *some* lane of a reduction contributes (an
-    existential lane variable); inside a witness, which is negated, that must stay an
-    existential: bind those lane variables with Exists."""
-    from .values import free_names
-    lanes = [v.expr for n, v in ck.vars.vars.items()
-             if n in free_names(formula) and n.startswith("any")]
-    return z3.Exists(lanes, formula) if lanes else formula
-
-
-def _unique(vs) -> list:
-    seen, out = set(), []
-    for v in vs:
-        if v.get_id() not in seen:
-            seen.add(v.get_id())
-            out.append(v)
-    return out
-
-
-def free_ids(exprs) -> set[str]:
-    """Names of the variables occurring in `exprs`."""
-    from .values import free_names
-    return set().union(*[free_names(e) for e in exprs])
-
-
-def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
-    """`term` covers x at the bound variables a mixed-radix decomposition of x picks;
-    variables with equal coefficients are tried in every order (a few at most)."""
-    dec = affine(term.idx, list(term.bound))
-    if dec is None:
-        return []
-    c0, coeffs = dec
-    ranked = sorted(coeffs.values(), key=lambda vc: -abs(vc[1]))
-    if any(c <= 0 for _, c in ranked):
-        return []
-    groups = [list(g) for _, g in itertools.groupby(ranked, key=lambda vc: vc[1])]
-    orders = [[]]
-    for g in groups:
-        perms = list(itertools.permutations(g))[:6]
-        orders = [o + list(p) for o in orders for p in perms][:24]
-    return [_witness(term, x, defaults, c0, order) for order in orders]
-
-
-def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
-    pairs, rest = [], x - c0
-    for v, c in order:
-        pick = rest / c
-        pairs.append((v, pick))
-        rest = rest - c * pick
-    used = {v.get_id() for v, _ in pairs}
-    pairs += [(b, defaults[b.get_id()]) for b in term.bound
-              if b.get_id() not in used and b.get_id() in defaults]
-    sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
-    return z3.And(sub(term.dom), sub(term.idx) == x)
+from .coverage import exactly_once, unique
+from .solver import const_value
+from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
 
 # ---------------------------------------------------------------- writes
@@ -173,8 +37,8 @@ def check_writes(ck) -> None:
     outputs = ck.program.info.outputs
     for tensor in outputs:
         ws = [w for w in ck.writes if w.tensor == tensor]
-        from .routing import routed_writes
-        if ws and not routed_writes(ck, tensor, ws):
+        assumed = ck.pack.assumed_written if ck.pack is not None else None
+        if ws and not (assumed is not None and assumed(ck, tensor, ws)):
             _bijection(ck, tensor, ws)
     cov = ck.task.store_coverage_for(ck.kernel.consts) if ck.task is not None else {}
     for tensor, required in (cov or {}).items():
@@ -249,8 +113,8 @@ def _exactly_once_tiles(ck, w) -> None:
         w._injective = True
         return
     w._injective = False
-    other = {"program_id": [_ev(m, c2(p)) for p in ck.pids], "line": w.stmt.loc.line}
-    coords = tuple(_ev(m, c) for c in w.coords)
+    other = {"program_id": [evaluate(m, c2(p)) for p in ck.pids], "line": w.stmt.loc.line}
+    coords = tuple(evaluate(m, c) for c in w.coords)
     ck.violate("exactly_once", w.stmt.value.fn, f"`{w.tensor}{list(coords)}` is written by "
                f"two program instances (the other: program {tuple(other['program_id'])}) "
                "without an atomic add", m, w.shape, tensor=w.tensor, coords=coords, other=other,
@@ -277,10 +141,10 @@ def _exactly_once_write(ck, w, w2) -> None:
     if m is None:
         ck.proven(f"{w.tensor}: each element written once")
         return
-    other = {"program_id": [_ev(m, c2(p)) for p in ck.pids],
-             "element": [_ev(m, c2(AXES[i])) for i in range(len(w2.shape))],
+    other = {"program_id": [evaluate(m, c2(p)) for p in ck.pids],
+             "element": [evaluate(m, c2(AXES[i])) for i in range(len(w2.shape))],
              "line": w2.stmt.loc.line}
-    coords = tuple(_ev(m, c1(c)) for c in w.coords)
+    coords = tuple(evaluate(m, c1(c)) for c in w.coords)
     ck.violate("exactly_once", "store", f"`{w.tensor}{list(coords)}` is written by two "
                f"program instances (the other: program {tuple(other['program_id'])}, "
                f"element {tuple(other['element'])}, line {other['line']}) without an atomic "
@@ -330,7 +194,6 @@ def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
     existentially under the negation. A grid-stride loop's linear index stands for its
     (program id, iteration) pairs one-to-one, as in `Checker.solve`: the link is added
     only where the coordinates or the mask mention the program id or the iteration."""
-    from .values import free_names
     ys = [z3.Int(f"unwritten{i}!{next(ck.vars.counter)}") for i in range(len(sizes))]
     cases = []
     for w in ws:
@@ -383,7 +246,7 @@ def _count_tiles(ck, tensor, ws, sizes, candidates):
         inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
         h = ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
         if h is not None and hole is None:
-            hole = (h, w, tuple(_ev(h, x) for x in w.coords))
+            hole = (h, w, tuple(evaluate(h, x) for x in w.coords))
             candidates.append(hole[2])
         bases = w._block[0]
         outside = outside or ck.solve(w.path + [z3.Or(*[z3.Or(b < 0, b >= n)
@@ -431,7 +294,6 @@ def _disjoint(ck, w1, w2) -> bool:
 
 
 def _mentions(e, v) -> bool:
-    from .values import depends_on
     return depends_on(e, v)
 
 
@@ -489,7 +351,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
                       c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)])
         for t in w2.value.cov.get(name, []):
-            terms.append(Cov(tuple(_unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
+            terms.append(Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
                              c(t.idx), t.kind))
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
                  w.value.frag, defaults, scope=w.names)
@@ -519,8 +381,3 @@ def _size_expr(text: str, sizes: dict, coords: dict | None = None):
                     else min(a, b)
         raise ValueError(f"bound {text!r}: only sizes, integers, + - * //, min() and pos(DIM)")
     return ev(ast.parse(text, mode="eval"))
-
-
-def _ev(m, e):
-    from .symbolic import _ev as ev
-    return ev(m, e)

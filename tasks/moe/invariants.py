@@ -1,4 +1,5 @@
-"""Invariants of routed programs (MoE), on top of the tag rules.
+"""MoE's invariant pack: the invariants of routed programs, on top of the core tag rules
+(`argus_env/check/SEMANTICS.md`, "Routed programs").
 
 A routed program reads index arrays a routing step wrote: `sorted_ids[p]`, the (token, slot)
 pair at sorted position p, and `expert_ids[b]`, the expert of block b. The checker does not
@@ -30,12 +31,21 @@ across instances of a persistent loop is left unproven, noted).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from argus_env.check.pack import Conflict, InvariantClass, InvariantPack, register_pack
+
+try:  # the rules run inside the checker, which needs z3; the task also runs without it
+    import z3
+
+    from argus_env.check.symbolic.values import Cov, evaluate
+except ImportError:  # pragma: no cover - a machine that only measures
+    z3 = Cov = evaluate = None
 
 
 @dataclass(frozen=True)
 class Routing:
-    """The routing step's arrays and sizes, as a task states them (`Task.routing`)."""
+    """The routing step's arrays and sizes (`routing_of`)."""
 
     block: int                    # rows per block of the aligned layout (the program's BM)
     tokens: int                   # T
@@ -56,19 +66,24 @@ class Routing:
         return self.tokens * self.topk
 
 
-def spec(ck) -> Routing | None:
-    """The routing the task states for this program, or None (cached on the checker)."""
-    if "_routing" not in ck.__dict__:
-        fn = getattr(ck.task, "routing", None) if ck.task is not None else None
-        ck._routing = fn(ck.kernel.consts, ck.sizes) if fn is not None else None
-    return ck._routing
+def routing_of(consts: dict, sizes) -> Routing:
+    """What the checker may assume of the routing arrays of a program with `consts` at
+    `sizes` (the shape's plus P, the program's padded rows)."""
+    return Routing(block=int(consts.get("BM", 64)), tokens=sizes["T"], topk=sizes["TOPK"],
+                   experts=sizes["E"], rows=sizes["P"])
+
+
+def spec(ck) -> Routing:
+    """The routing of the program being checked (kept for the whole check)."""
+    if "routing" not in ck.memo:
+        ck.memo["routing"] = routing_of(ck.kernel.consts, ck.sizes)
+    return ck.memo["routing"]
 
 
 class _Fns:
     """The uninterpreted functions of one checker's routing arrays."""
 
     def __init__(self, ck, r: Routing):
-        import z3
         self.sid = ck.uf(r.sorted_ids, 1)
         self.bexp = ck.uf(r.expert_ids, 1)
         self.tid = ck.uf(r.topk_ids, 2)
@@ -76,9 +91,9 @@ class _Fns:
 
 
 def fns(ck) -> _Fns:
-    if "_routing_fns" not in ck.__dict__:
-        ck._routing_fns = _Fns(ck, spec(ck))
-    return ck._routing_fns
+    if "routing_fns" not in ck.memo:
+        ck.memo["routing_fns"] = _Fns(ck, spec(ck))
+    return ck.memo["routing_fns"]
 
 
 # ---------------------------------------------------------------- postconditions
@@ -86,13 +101,10 @@ def axioms(ck, constraints) -> list:
     """Instances of the postconditions at every routing term of `constraints` (and at the
     terms the instances introduce, to a fixed depth)."""
     r = spec(ck)
-    if r is None:
-        return []
-    import z3
     f = fns(ck)
     names = {f.sid.name(): "sid", f.bexp.name(): "bexp", f.tid.name(): "tid",
              f.inv.name(): "inv"}
-    memo = ck.__dict__.setdefault("_routing_inst", {})  # term id -> (term, instance)
+    memo = ck.memo.setdefault("routing_inst", {})  # term id -> (term, instance)
     out, seen, todo = [], set(), list(constraints)
     for _ in range(3):
         terms = _apps(ck, todo, names)
@@ -112,7 +124,6 @@ def axioms(ck, constraints) -> list:
 
 
 def _instance(r: Routing, f: _Fns, kind: str, t):
-    import z3
     a = t.arg(0)
     if kind == "sid":
         q = t
@@ -133,8 +144,7 @@ def _instance(r: Routing, f: _Fns, kind: str, t):
 def _apps(ck, exprs, names: dict) -> list:
     """(kind, term) for every application of a routing function in `exprs`, outside
     quantifiers (memoised per subexpression)."""
-    import z3
-    memo = ck.__dict__.setdefault("_routing_apps", {})
+    memo = ck.memo.setdefault("routing_apps", {})
     out: dict = {}
 
     def visit(e):
@@ -162,18 +172,16 @@ def _apps(ck, exprs, names: dict) -> list:
 
 
 # ---------------------------------------------------------------- relations
-def conflict_invariant(ck, name: str) -> str:
-    """The invariant two values of tag `name` meeting at one element break."""
-    r = spec(ck)
-    return "combine" if r is not None and name == r.slot else "tag_conflict"
+def conflict(ck, name: str) -> Conflict | None:
+    """Two values of the slot tag meeting: two top-k weights of different slots."""
+    return Conflict("combine") if name == spec(ck).slot else None
 
 
 def on_dot(ck, out, shape, what: str) -> None:
     """expert: a sorted row p meets expert e's weights only if p's pair is routed to e."""
     r = spec(ck)
-    if r is None or r.pos not in out.tags or r.expert not in out.tags:
+    if r.pos not in out.tags or r.expert not in out.tags:
         return
-    import z3
     f = fns(ck)
     (gp, p), (ge, e) = out.tags[r.pos], out.tags[r.expert]
     q = f.sid(p)
@@ -183,8 +191,8 @@ def on_dot(ck, out, shape, what: str) -> None:
         ck.proven(f"{what}: each sorted row meets its own expert's weights")
         return
     ck.violate("expert", "dot", f"`{what}` multiplies the row of sorted position "
-               f"{_ev(m, p)} (pair {_ev(m, q)}, routed to expert {_ev(m, routed)}) by expert "
-               f"{_ev(m, e)}'s weights", m, shape, expected={r.expert: routed},
+               f"{evaluate(m, p)} (pair {evaluate(m, q)}, routed to expert {evaluate(m, routed)}) by expert "
+               f"{evaluate(m, e)}'s weights", m, shape, expected={r.expert: routed},
                actual={r.expert: e}, frag="mma")
 
 
@@ -192,10 +200,6 @@ def on_write(ck, a, value, call):
     """padding, scatter and combine where rows leave the sorted layout; returns the value,
     with the slot each atomically added row contributes as coverage of TOPK."""
     r = spec(ck)
-    if r is None:
-        return value
-    import z3
-    from .values import Cov
     dims = a.tensor.dims
     op, name = call.fn, a.tensor.name
     if r.pos not in value.tags or r.pos in dims:
@@ -205,15 +209,15 @@ def on_write(ck, a, value, call):
         return value
     f = fns(ck)
     gp, p = value.tags[r.pos]
-    p = _fixed_lanes(ck, p)
+    p = ck.fix_lanes(p)
     q = f.sid(p)
     live = z3.And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
     # a padding row whose write the mask lets through, in bounds or not
     m = ck.find(z3.And(a.live, gp, p >= 0, p < r.rows, q == r.pad), a.shape)
     if m is not None:
-        ck.violate("padding", op, f"a padding row (sorted position {_ev(m, p)}) is written to "
+        ck.violate("padding", op, f"a padding row (sorted position {evaluate(m, p)}) is written to "
                    f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
-                   actual={"pair": q}, tensor=name, coords=tuple(_ev(m, c) for c in a.coords))
+                   actual={"pair": q}, tensor=name, coords=tuple(evaluate(m, c) for c in a.coords))
     real = z3.And(live, q != r.pad)
     for dim, want in ((r.token, q / r.topk), (r.slot, q % r.topk)):
         if dim not in dims:
@@ -223,24 +227,23 @@ def on_write(ck, a, value, call):
         if m is None:
             ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
             continue
-        ck.violate("scatter", op, f"the row of sorted position {_ev(m, p)} holds pair "
-                   f"{_ev(m, q)} (token {_ev(m, q / r.topk)}, slot {_ev(m, q % r.topk)}) but "
-                   f"is written to {dim}={_ev(m, got)} of `{name}`", m, a.shape,
+        ck.violate("scatter", op, f"the row of sorted position {evaluate(m, p)} holds pair "
+                   f"{evaluate(m, q)} (token {evaluate(m, q / r.topk)}, slot {evaluate(m, q % r.topk)}) but "
+                   f"is written to {dim}={evaluate(m, got)} of `{name}`", m, a.shape,
                    expected={dim: want}, actual={dim: got}, tensor=name,
-                   coords=tuple(_ev(m, c) for c in a.coords))
+                   coords=tuple(evaluate(m, c) for c in a.coords))
     for dim, want in ((r.slot, q % r.topk), (r.token, q / r.topk)):
         if dim not in value.tags or r.slot not in value.tags:
             continue
         g, v = value.tags[dim]
         m = ck.find(z3.And(real, g, v != want), a.shape)
         if m is not None:
-            ck.violate("combine", op, f"the row of pair {_ev(m, q)} is scaled by the top-k "
-                       f"weight of {dim}={_ev(m, v)}, not its own {dim}={_ev(m, want)}", m,
+            ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
+                       f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
                        a.shape, expected={dim: want}, actual={dim: v}, tensor=name)
     if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
         _unweighted(ck, a, value, op, r)
     if op == "atomic_add" and r.slot not in dims and r.slot not in value.cov:
-        from dataclasses import replace
         # as a set ("max" kind): the range is checked, a slot added twice is not (that
         # query over two instances of a persistent tile loop is too slow to decide here)
         cov = {**value.cov, r.slot: [Cov((), z3.And(a.live, a.inbounds, p >= 0, p < r.rows,
@@ -255,7 +258,7 @@ def routed_writes(ck, tensor: str, ws) -> bool:
     processed, which follows from the routing postconditions (each pair has a position)
     and the row-space tile loops, not from the written coordinates; noted, not proven."""
     r = spec(ck)
-    if r is None or not any(r.pos in w.value.tags and r.pos not in ck.kernel.param(tensor).dims
+    if not any(r.pos in w.value.tags and r.pos not in ck.kernel.param(tensor).dims
                             for w in ws):
         return False
     ck.report.notes.append(f"assumed, not proven: {tensor} is written through the routing "
@@ -264,18 +267,7 @@ def routed_writes(ck, tensor: str, ws) -> bool:
     return True
 
 
-def _fixed_lanes(ck, e):
-    """`e` with its existential lane variables at lane 0. Where two operands' row tags met
-    (`acc * wt`), the row is chosen by which operand is live at some lane; the two agree
-    wherever both are (else a tag conflict was reported), so any lane names the row."""
-    import z3
-    from .values import free_names
-    lanes = [v.expr for n, v in ck.vars.vars.items() if n in free_names(e) and n.startswith("any")]
-    return z3.substitute(e, *[(v, z3.IntVal(0)) for v in lanes]) if lanes else e
-
-
 def _unweighted(ck, a, value, op: str, r: Routing) -> None:
-    import z3
     m = ck.find(z3.And(a.live, a.inbounds, value.live()), a.shape)
     if m is not None:
         ck.violate("combine", op, f"rows reach `{a.tensor.name}` without a top-k weight (no "
@@ -284,6 +276,27 @@ def _unweighted(ck, a, value, op: str, r: Routing) -> None:
                    tensor=a.tensor.name)
 
 
-def _ev(m, e):
-    from .symbolic import _ev as ev
-    return ev(m, e)
+def completeness(ck, name: str) -> str | None:
+    """The top-k slot's coverage is complete by the routing step, not by the indices."""
+    if name != spec(ck).slot:
+        return None
+    return (f"assumed, not proven: completeness of {name} (each (token, slot) pair reaches "
+            "one sorted position by the routing postconditions)")
+
+
+PACK = register_pack(InvariantPack(
+    "moe",
+    classes=(
+        InvariantClass("expert", "a token row meets another expert's weights"),
+        InvariantClass("scatter", "a result is written to a token it did not come from"),
+        InvariantClass("combine", "the combine weight is not the token's top-k weight for "
+                       "the slot"),
+        InvariantClass("padding", "a padding row from block alignment is stored"),
+    ),
+    dot=(on_dot,),
+    write=(on_write,),
+    conflict=conflict,
+    axioms=axioms,
+    assumed_written=routed_writes,
+    assumed_complete=completeness,
+))

@@ -1,7 +1,7 @@
 """The concrete checker: run EVERY program instance of the grid at one small size.
 
 `check_concrete(program, sizes)` evaluates the grid on the host, runs each instance with the
-numpy interpreter of `concrete_interp` (tags, coverage and integer values per element, per
+numpy interpreter of `interp` (tags, coverage and integer values per element, per
 SEMANTICS.md), records every write, and then applies the whole-program checks: no element
 written twice unless atomically (**exactly_once**, checked as writes arrive), every element
 of an output written (**bijection**), and the task's coverage of stored elements. It is the
@@ -26,15 +26,16 @@ import time
 
 import numpy as np
 
-from ..dsl.program import Program
-from ..dsl.semantic import _assigned
-from ..ir import nodes as ir
-from ..ir.rewrite import walk
-from .concrete_interp import Interp, Probe, ProbeDone, Shared, stmt_text
-from .concrete_memory import TensorWrites
-from .concrete_ops import ConcreteError
-from .concrete_values import Val, cov_text, coverage_mismatch, describe, expect_range, first
-from .report import InvariantReport, Violation
+from ...dsl.program import Program
+from ...dsl.semantic import _assigned
+from ...ir import nodes as ir
+from ...ir.rewrite import walk
+from .interp import Interp, Probe, ProbeDone, Shared, stmt_text
+from .memory import TensorWrites
+from .ops import ConcreteError
+from .values import Val, cov_text, coverage_mismatch, describe, expect_range, first
+from ..pack import pack_of
+from ..report import InvariantReport, Violation
 
 __all__ = ["check_concrete", "replay", "ConcreteError"]
 
@@ -129,7 +130,8 @@ def _prepare(program: Program, sizes: dict[str, int], task, inputs, num_sms: int
     for tensor, rels in (getattr(task, "store_coverage", None) or {}).items():
         task_cov[tensor] = {name: (size_expr(lo, sizes), size_expr(hi, sizes))
                             for name, (lo, hi) in rels.items()}
-    sh = Shared(kernel, sizes, (), num_sms, dict(inputs or {}), task_cov, loop_carried(kernel))
+    sh = Shared(kernel, sizes, (), num_sms, dict(inputs or {}), task_cov, loop_carried(kernel),
+                pack=pack_of(task))
     host = Interp(sh, ())
     dims = kernel.body[0].value.arg("dims").elts
     sh.grid = tuple(max(int(host.known(host.val(d), "grid")), 0) for d in dims)

@@ -1,4 +1,6 @@
-"""Rules that touch tensors or contract tiles: load, store/atomic_add, dot, assert_tags."""
+"""Rules that touch tensors or contract tiles: load, store/atomic_add, dot, assert_tags.
+The task's pack checks its relations at every `dot` result (`InvariantPack.dot`) and at
+every write (`InvariantPack.write`, which may also add coverage to the written value)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,12 @@ from dataclasses import dataclass
 
 import z3
 
-from ..ir import nodes as ir
-from ..ir.printer import print_expr
-from .rules import FALSE, add_cov, union_tags
-from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
+from ...ir import nodes as ir
+from ...ir.printer import print_expr
+from .coverage import exactly_once
+from .state import Write
+from .tags import FALSE, add_cov, union_tags
+from .values import AXES, SV, Cov, align, depends_on, evaluate, move_axes, subst
 
 
 @dataclass
@@ -88,7 +92,7 @@ def _bounds(ck, a: Access, op: str) -> None:
                "access is not masked", m, a.shape,
                expected={d: f"0..{ck.sizes[d] - 1}" for d in dims},
                actual={d: c for d, c in zip(dims, a.coords)},
-               tensor=a.tensor.name, coords=tuple(_ev(m, c) for c in a.coords))
+               tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 
 
 def load(ck, call: ir.Call) -> SV:
@@ -109,7 +113,6 @@ def load(ck, call: ir.Call) -> SV:
 
 
 def write(ck, call: ir.Call) -> None:
-    from .symbolic import Write
     a = access(ck, call)
     tma = _flag(call, "tma")
     if not tma:
@@ -126,9 +129,9 @@ def write(ck, call: ir.Call) -> None:
         ck.violate("ownership", call.fn, f"the element stored to `{a.tensor.name}` carries "
                    f"tag {d} of another position", m, a.shape, expected={d: c}, actual={d: v},
                    frag=value.frag, tensor=a.tensor.name,
-                   coords=tuple(_ev(m, x) for x in a.coords))
-    from .routing import on_write
-    value = on_write(ck, a, value, call)
+                   coords=tuple(evaluate(m, x) for x in a.coords))
+    for rule in ck.pack.write if ck.pack is not None else ():
+        value = rule(ck, a, value, call)
     if not ck.quiet:
         ck.writes.append(Write(a.tensor.name, a.coords, z3.And(a.live, a.inbounds), value,
                                call.fn == "atomic_add", tma, a.shape, ck.path(),
@@ -159,8 +162,8 @@ def dot(ck, call: ir.Call) -> SV:
         (ga, va), (gb, vb) = a2.tags[name], b2.tags[name]
         model = ck.find(z3.And(live, ga, gb, va != vb), shape, lr)
         if model is not None:
-            msg = (f"`{what}` multiplies lhs element with {name}={_ev(model, va)} by rhs "
-                   f"element with {name}={_ev(model, vb)} at lane {_ev(model, lane)}")
+            msg = (f"`{what}` multiplies lhs element with {name}={evaluate(model, va)} by rhs "
+                   f"element with {name}={evaluate(model, vb)} at lane {evaluate(model, lane)}")
             if kind == "pipeline":
                 msg += " (a loop-carried operand holds a different slice than the one "
                 msg += "consumed with it)"
@@ -184,10 +187,8 @@ def dot(ck, call: ir.Call) -> SV:
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
     out = SV(shape, None, tags, cov, False, frag)
-    from .softmax import check_relations
-    check_relations(ck, out, shape, what)
-    from .routing import on_dot
-    on_dot(ck, out, shape, what)
+    for rule in ck.pack.dot if ck.pack is not None else ():
+        rule(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
         c = align(ck.expr(acc), shape)
         out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags
@@ -196,7 +197,6 @@ def dot(ck, call: ir.Call) -> SV:
 
 
 def assert_tags(ck, call: ir.Call) -> None:
-    from .whole import exactly_once
     x = ck.expr(call.arg("x"))
     what = print_expr(call.arg("x"))
     anydata = z3.Or(x.live(), *[t.dom for ts in x.cov.values() for t in ts]) \
@@ -230,11 +230,6 @@ def assert_tags(ck, call: ir.Call) -> None:
         ck.violate("assertion", "assert_tags", f"`{what}` has tag {name} different from "
                    f"{print_expr(rel)}", model, x.shape, expected={name: target},
                    actual={name: v}, frag=x.frag)
-
-
-def _ev(model, e):
-    from .symbolic import _ev as ev
-    return ev(model, e)
 
 
 __all__ = ["access", "load", "write", "dot", "assert_tags", "FALSE"]

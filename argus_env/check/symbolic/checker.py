@@ -8,59 +8,35 @@ assertion becomes an existential z3 query for a violation, whose model is the
 counterexample. Whole-program properties (exactly-once writes, bijective tile maps,
 coverage of reductions across program instances) are checked afterwards over the
 recorded writes (`whole.py`). Nothing enumerates the problem: the number of queries
-depends on the program, not on the sizes.
+depends on the program, not on the sizes. The task's invariant pack (`..pack`) adds its
+rules at the hooks it declares; `pack` is None for a task without one.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import z3
 
-from ..dsl.program import Program
-from ..dsl.semantic import Typer
-from ..ir import nodes as ir
-from ..ir.printer import print_expr
-from .report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
-from .sym import Var, Vars, const_value, tdiv, tmod
-from .values import AXES, SV, Cov, align, axis_ranges
+from ...dsl.program import Program
+from ...dsl.semantic import Typer, launches
+from ...ir import nodes as ir
+from ...ir.printer import print_expr
+from ..pack import pack_of
+from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
+from .loops import run_loop
+from .rules import effect, expr_rule
+from .solver import Var, Vars, const_value, tdiv, tmod
+from .state import Frame, Write, owner, stmt_text
+from .values import AXES, SV, axis_ranges, evaluate, free_names, merge
+from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
 #: the least time a solver query is given: with less left of the step's budget the check
 #: is refused (`CheckTimeout`) instead of run with a limit that can only end undecided
 QUERY_FLOOR_MS = 200
-
-
-@dataclass
-class Frame:
-    """One enclosing runtime loop (or `if`) of the current point."""
-
-    kind: str                         # "loop" or "if"
-    cons: list[z3.BoolRef]            # constraints its body runs under
-    var: z3.ArithRef | None = None    # iteration counter t
-    name: str = ""                    # the loop variable's name
-    start: z3.ArithRef | None = None
-    stop: z3.ArithRef | None = None
-    step: z3.ArithRef | None = None
-    carried: set = None               # names carried around this loop
-
-
-@dataclass
-class Write:
-    """A recorded `store` or `atomic_add`, for the whole-program checks."""
-
-    tensor: str
-    coords: list[z3.ArithRef]
-    live: z3.BoolRef
-    value: SV
-    atomic: bool
-    tma: bool
-    shape: tuple[int, ...]
-    path: list[z3.BoolRef]
-    frames: list[Frame]
-    stmt: ir.Stmt
-    names: dict[str, z3.ArithRef]
 
 
 class Checker:
@@ -79,6 +55,8 @@ class Checker:
             raise ValueError(f"check: no value for problem size {missing[0]}; give "
                              f"{list(self.kernel.sizes)}")
         self.task = task
+        self.pack = pack_of(task)
+        self.memo: dict = {}  # the pack's rules keep their per-check state here
         self.num_sms = num_sms
         self.timeout_ms = timeout_ms
         self.deadline = deadline  # time.monotonic() past which the check gives up
@@ -128,8 +106,8 @@ class Checker:
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear else frozenset()
         s.add(*constraints, *self._links(self._qnames))
-        from .routing import axioms  # routed programs: the routing step's postconditions
-        s.add(*axioms(self, constraints))
+        if self.pack is not None and self.pack.axioms is not None:
+            s.add(*self.pack.axioms(self, constraints))  # e.g. a host step's postconditions
         t0 = time.perf_counter()
         r = self.decide(s, what or _asker())
         if self.profile is not None:
@@ -154,11 +132,10 @@ class Checker:
         line = self._line()
         if any(o.line == line and o.what == what for o in self.report.undecided):
             return
-        self.report.undecided.append(Obligation(what, line, reason, _stmt_text(self.stmt)))
+        self.report.undecided.append(Obligation(what, line, reason, stmt_text(self.stmt)))
 
     def _var_names(self, constraints) -> frozenset:
         """Names of the variables occurring in a formula."""
-        from .values import free_names
         return frozenset().union(*[free_names(c) for c in constraints])
 
     def _links(self, names) -> list:
@@ -209,14 +186,14 @@ class Checker:
             return
         self.seen.add(key)
         view = view or (lambda e: e)
-        ev = (lambda e: _ev(model, view(e))) if model is not None else (lambda e: None)
+        ev = (lambda e: evaluate(model, view(e))) if model is not None else (lambda e: None)
         element = tuple(ev(AXES[i]) for i in range(len(shape)))
         thread = register = None
         if len(shape) == 2 and all(x is not None for x in element):
-            thread, register = _owner(frag, shape, self.kernel, element)
+            thread, register = owner(frag, shape, self.kernel, element)
         v = Violation(
             invariant=invariant, op=op, line=self._line(), message=message,
-            source=_stmt_text(self.stmt), sizes=dict(self.sizes),
+            source=stmt_text(self.stmt), sizes=dict(self.sizes),
             program_id=self._pid_values(ev),
             names=self._names(ev, scope), element=element, thread=thread, register=register,
             expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
@@ -254,8 +231,6 @@ class Checker:
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
         for s in self.kernel.sizes:
             self.env[s] = SV((), z3.IntVal(self.sizes[s]))
-        from ..dsl.semantic import launches
-        from .whole import check_writes
         self.scope = scope
         params = dict(self.env)
         for i, (grid, stmts) in enumerate(launches(self.kernel)):
@@ -308,10 +283,8 @@ class Checker:
                 for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):
                     self.env[name] = part
         elif isinstance(s, ir.ExprStmt):
-            from .rules import effect
             effect(self, s.value)
         elif isinstance(s, ir.For):
-            from .loops import run_loop
             run_loop(self, s)
         elif isinstance(s, ir.If):
             self.branch(s)
@@ -350,7 +323,6 @@ class Checker:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: ir.Expr) -> SV:
-        from .rules import expr_rule
         return expr_rule(self, e)
 
     def int_of(self, e: ir.Expr) -> z3.ArithRef:
@@ -376,6 +348,14 @@ class Checker:
         """An unknown condition (a comparison of float data)."""
         return z3.Bool(f"{prefix}!{next(self.vars.counter)}")
 
+    def fix_lanes(self, e):
+        """`e` with its existential lane variables ("some lane of a reduction or a dot
+        contributes") set to lane 0: where operands meet, the value read at any live lane
+        is the same wherever both are live (else a tag conflict was reported)."""
+        names = free_names(e)
+        lanes = [v.expr for n, v in self.vars.vars.items() if n in names and n.startswith("any")]
+        return z3.substitute(e, *[(v, z3.IntVal(0)) for v in lanes]) if lanes else e
+
     def div(self, a, b):
         return tdiv(a, b, self.vars, self._positive)
 
@@ -390,61 +370,12 @@ class Checker:
         return self._pos_cache[key]
 
 
-def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
-    """The value of a name after `if cond: ... else: ...` assigned it in both branches."""
-    shape = a.shape if len(a.shape) >= len(b.shape) else b.shape
-    a, b = align(a, shape), align(b, shape)
-    val = None
-    if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
-        val = z3.If(cond, a.val, b.val)
-    tags = {}
-    for n in set(a.tags) | set(b.tags):
-        ga, va = a.tags.get(n, (z3.BoolVal(False), None))
-        gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
-        value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
-        tags[n] = (z3.If(cond, ga, gb), value)
-    cov = {}
-    for n in set(a.cov) | set(b.cov):
-        cov[n] = [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in a.cov.get(n, [])]
-        cov[n] += [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in b.cov.get(n, [])]
-    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
-
-
 def _lit(value):
     if isinstance(value, bool):
         return z3.BoolVal(value)
     if isinstance(value, int):
         return z3.IntVal(value)
     return None
-
-
-def _ev(model, e):
-    """Evaluate `e` in `model` to a Python int/bool, or None."""
-    if e is None or isinstance(e, (int, bool)):
-        return e
-    try:
-        r = model.eval(e, model_completion=True)
-    except z3.Z3Exception:
-        return None
-    if z3.is_int_value(r):
-        return r.as_long()
-    if z3.is_true(r):
-        return True
-    if z3.is_false(r):
-        return False
-    return None
-
-
-def _owner(frag, shape, kernel: ir.Kernel, element) -> tuple[int | None, int | None]:
-    from ..layout.tv import fragment_layout
-    warps = kernel.option("num_warps", 4)
-    policy = frag if frag in ("wgmma", "mma_v2") else (
-        ("wgmma" if warps % 4 == 0 else "mma_v2") if frag == "mma" else "blocked")
-    try:
-        thread, reg = fragment_layout(policy, tuple(shape), warps).owner_of(*element)
-        return int(thread), int(reg)
-    except (ValueError, TypeError, AssertionError, IndexError):
-        return None, None
 
 
 #: what the checker's rules prove, by the name of the function that asks the solver
@@ -459,25 +390,11 @@ _OBLIGATIONS = {
 
 def _asker() -> str:
     """The obligation a solver query belongs to, named after the rule that made it."""
-    import sys
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_name in ("find", "solve", "decide"):
         frame = frame.f_back
     name = frame.f_code.co_name if frame is not None else "?"
     return _OBLIGATIONS.get(name, f"a solver query of rule `{name.strip('_')}`")
-
-
-def _stmt_text(s) -> str:
-    from ..ir.printer import _stmt_ast
-    import ast
-    if s is None:
-        return ""
-    if isinstance(s, ir.For):
-        return f"for {s.var} in {print_expr(s.iter)}"
-    if isinstance(s, ir.If):
-        return f"if {print_expr(s.cond)}"
-    text = ast.unparse(_stmt_ast(s))
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def check(program: Program, sizes: dict[str, int], task=None, **kw) -> InvariantReport:

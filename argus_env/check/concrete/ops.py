@@ -3,22 +3,20 @@
 Each rule takes the interpreter and the call (or operator) node and returns a `Val`; a tile
 op is a few numpy ops over arrays of the tile's shape. Rules are a table keyed by op name,
 as in Triton's `semantic.py`; `CALL_RULES` misses an op -> the interpreter fails naming it.
-Memory ops (`load`) live in `concrete_memory`, `dot` in `concrete_dot`.
+Memory ops (`load`) live in `memory`, `dot` in `dot`; the task's pack may add a rule after
+any elementwise op (`InvariantPack.concrete_ops`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
-from ..dsl.errors import DSLError
-from ..ir import nodes as ir
-from .concrete_values import (Cov, Tag, Val, bcast, bshape, cov_select, cov_sum, cov_to,
+from ...dsl.errors import DSLError
+from ...ir import nodes as ir
+from .values import (Cov, Tag, Val, bcast, bshape, cov_select, cov_sum, cov_to,
                               cov_union, describe, first, onehot, scalar, summary, tagged, widen)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .concrete_interp import Interp
 
 
 class ConcreteError(DSLError):
@@ -54,7 +52,7 @@ ADDITIVE = ("+", "-")
 
 
 # ---------------------------------------------------------------- elementwise
-def merge_tags(it: "Interp", op: str, line: int, ops: list[Val]) -> dict[str, Tag]:
+def merge_tags(it, op: str, line: int, ops: list[Val]) -> dict[str, Tag]:
     """Union of the operands' tags; the same name with two values at one element is a
     **tag_conflict**. Operands are already broadcast to one shape."""
     out: dict[str, Tag] = {}
@@ -76,7 +74,7 @@ def merge_tags(it: "Interp", op: str, line: int, ops: list[Val]) -> dict[str, Ta
     return out
 
 
-def _keep_cov(it: "Interp", op: str, line: int, ops: list[Val], shape) -> dict[str, Cov]:
+def _keep_cov(it, op: str, line: int, ops: list[Val], shape) -> dict[str, Cov]:
     """`*`, `/` and other non-additive ops: one operand's coverage is kept; two operands
     with coverage of one name must agree (else **coverage**: normalised with a different
     range)."""
@@ -101,7 +99,7 @@ def _keep_cov(it: "Interp", op: str, line: int, ops: list[Val], shape) -> dict[s
     return out
 
 
-def elementwise(it: "Interp", op: str, line: int, vals: list[Val], value) -> Val:
+def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
     """The common rule of arithmetic, comparisons, `minimum`/`maximum`, unary math."""
     shape = bshape(*(v.shape for v in vals))
     ops = [bcast(v, shape) for v in vals]
@@ -118,14 +116,18 @@ def elementwise(it: "Interp", op: str, line: int, vals: list[Val], value) -> Val
     sets = {n: cov_union([o.cset[n] for o in ops if n in o.cset], shape)
             for n in {n for o in ops for n in o.cset}}
     layout = next((o.layout for o in vals if o.layout and o.shape == shape), None)
-    return Val(shape, value, tags, cov, sets, layout)
+    out = Val(shape, value, tags, cov, sets, layout)
+    rule = it.sh.pack.concrete_ops.get(op) if it.sh.pack is not None else None
+    if rule is not None:
+        rule(it, op, line, ops, out)
+    return out
 
 
 def known(vals: list[Val]) -> bool:
     return all(v.value is not None for v in vals)
 
 
-def binop(it: "Interp", e: ir.BinOp) -> Val:
+def binop(it, e: ir.BinOp) -> Val:
     a, b = it.val(e.lhs), it.val(e.rhs)
     value = None
     if e.op != "/" and known([a, b]):
@@ -133,7 +135,7 @@ def binop(it: "Interp", e: ir.BinOp) -> Val:
     return elementwise(it, e.op, e.loc.line, [a, b], value)
 
 
-def unaryop(it: "Interp", e: ir.UnaryOp) -> Val:
+def unaryop(it, e: ir.UnaryOp) -> Val:
     x = it.val(e.operand)
     value = None
     if x.value is not None:
@@ -147,7 +149,7 @@ def unaryop(it: "Interp", e: ir.UnaryOp) -> Val:
 
 
 def _call_elementwise(fn: str, params: tuple[str, ...], keeps_value: bool):
-    def rule(it: "Interp", e: ir.Call) -> Val:
+    def rule(it, e: ir.Call) -> Val:
         vals = [it.val(e.arg(p)) for p in params]
         value = None
         if fn in VALUE_FNS and known(vals):
@@ -158,7 +160,7 @@ def _call_elementwise(fn: str, params: tuple[str, ...], keeps_value: bool):
     return rule
 
 
-def where(it: "Interp", e: ir.Call) -> Val:
+def where(it, e: ir.Call) -> Val:
     """Tags and coverage from `x` where `cond` holds and from `y` elsewhere."""
     c, x, y = (it.val(e.arg(p)) for p in ("cond", "x", "y"))
     shape = bshape(c.shape, x.shape, y.shape)
@@ -177,13 +179,13 @@ def where(it: "Interp", e: ir.Call) -> Val:
 
 
 # ---------------------------------------------------------------- constructors, moves
-def _shape(it: "Interp", e: ir.Expr) -> tuple[int, ...]:
+def _shape(it, e: ir.Expr) -> tuple[int, ...]:
     got = it.eval(e)
     items = got if isinstance(got, tuple) else (got,)
     return tuple(int(it.known(v, "tile shape")) for v in items)
 
 
-def _fill(it: "Interp", shape: tuple[int, ...], fill, dtype: ir.Expr) -> Val:
+def _fill(it, shape: tuple[int, ...], fill, dtype: ir.Expr) -> Val:
     name = dtype.name if isinstance(dtype, ir.Symbol) else "f32"
     if name in ("f16", "bf16", "f32", "f64") or fill is None:
         return Val(shape)
@@ -191,22 +193,22 @@ def _fill(it: "Interp", shape: tuple[int, ...], fill, dtype: ir.Expr) -> Val:
     return Val(shape, np.full(shape, fill, dtype=kind))
 
 
-def zeros(it: "Interp", e: ir.Call) -> Val:
+def zeros(it, e: ir.Call) -> Val:
     return _fill(it, _shape(it, e.arg("shape")), 0, e.arg("dtype"))
 
 
-def full(it: "Interp", e: ir.Call) -> Val:
+def full(it, e: ir.Call) -> Val:
     v = it.val(e.arg("value"))
     fill = None if v.value is None else v.value.item()
     return _fill(it, _shape(it, e.arg("shape")), fill, e.arg("dtype"))
 
 
-def arange(it: "Interp", e: ir.Call) -> Val:
+def arange(it, e: ir.Call) -> Val:
     n = int(it.known(it.val(e.arg("n")), "arange length"))
     return Val((n,), np.arange(n, dtype=np.int64))
 
 
-def cast(it: "Interp", e: ir.Call) -> Val:
+def cast(it, e: ir.Call) -> Val:
     """Conversion keeps tags, coverage and the fragment layout; only the value changes."""
     x, dtype = it.val(e.arg("x")), e.arg("dtype")
     name = dtype.name if isinstance(dtype, ir.Symbol) else "f32"
@@ -218,12 +220,12 @@ def cast(it: "Interp", e: ir.Call) -> Val:
     return x.moved(value=value)
 
 
-def float_unary(it: "Interp", e: ir.Call) -> Val:
+def float_unary(it, e: ir.Call) -> Val:
     x = it.val(e.arg("x"))
     return elementwise(it, e.fn, e.loc.line, [x], None)
 
 
-def trans(it: "Interp", e: ir.Call) -> Val:
+def trans(it, e: ir.Call) -> Val:
     x = it.val(e.arg("x"))
     tc = lambda c: Cov(c.lo, c.counts.transpose(1, 0, 2))  # noqa: E731
     return x.moved(shape=x.shape[::-1], value=None if x.value is None else x.value.T,
@@ -232,7 +234,7 @@ def trans(it: "Interp", e: ir.Call) -> Val:
                    cset={n: tc(c) for n, c in x.cset.items()}, layout=None)
 
 
-def tag(it: "Interp", e: ir.Call) -> Val:
+def tag(it, e: ir.Call) -> Val:
     """`A.tag(x, name=e)`: every element gets tag `name` = e. A name `x` already carries
     with another value is a **tag_conflict** (reading "adds" as a union, as elsewhere)."""
     x = it.val(e.arg("x"))
@@ -250,11 +252,11 @@ def tag(it: "Interp", e: ir.Call) -> Val:
 # ---------------------------------------------------------------- reductions
 def varies(val: np.ndarray, axis: int) -> bool:
     """Whether a tag's value changes along `axis` (masked elements included, see
-    `concrete_values`)."""
+    `values`)."""
     return bool(np.any(val != np.take(val, [0], axis=axis)))
 
 
-def reduce(it: "Interp", e: ir.Call) -> Val:
+def reduce(it, e: ir.Call) -> Val:
     """Names varying along `axis` become coverage (multiset for sum, set for max/min);
     constant names stay tags. Only tagged elements contribute."""
     x, ax = it.val(e.arg("x")), int(it.known(it.val(e.arg("axis")), "axis"))
@@ -287,21 +289,21 @@ def _lane_sum(c: Cov, w: np.ndarray, ax: int, as_set: bool) -> Cov:
 
 
 # ---------------------------------------------------------------- grid scalars
-def program_id(it: "Interp", e: ir.Call) -> Val:
+def program_id(it, e: ir.Call) -> Val:
     axis = int(it.known(it.val(e.arg("axis")), "axis"))
     return scalar(it.pid[axis] if axis < len(it.pid) else 0)
 
 
-def num_programs(it: "Interp", e: ir.Call) -> Val:
+def num_programs(it, e: ir.Call) -> Val:
     axis = int(it.known(it.val(e.arg("axis")), "axis"))
     return scalar(it.grid[axis] if axis < len(it.grid) else 1)
 
 
-def num_sms(it: "Interp", e: ir.Call) -> Val:
+def num_sms(it, e: ir.Call) -> Val:
     return scalar(it.num_sms)
 
 
-def covers(it: "Interp", e: ir.Call) -> Val:
+def covers(it, e: ir.Call) -> Val:
     raise ConcreteError("A.covers is a tag relation; use it only inside A.assert_tags",
                         e.loc.line)
 

@@ -8,7 +8,8 @@ Guards may mention fresh lane variables that are only ever read existentially ("
 lane contributes"); violation queries are existential, so this is sound for them.
 
 Operations that move elements between axes (broadcasting, `x[:, None]`, `trans`, the
-operands of `dot`) are substitutions of axis variables.
+operands of `dot`) are substitutions of axis variables. `merge` is the value of a name
+after both branches of an `if`; `evaluate` reads a term in a counterexample's model.
 """
 
 from __future__ import annotations
@@ -122,3 +123,40 @@ def depends_on(e, var) -> bool:
         return False
     name = var.decl().name()
     return name in free_names(e) and name in free_names(z3.simplify(e))
+
+
+def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
+    """The value of a name after `if cond: ... else: ...` assigned it in both branches."""
+    shape = a.shape if len(a.shape) >= len(b.shape) else b.shape
+    a, b = align(a, shape), align(b, shape)
+    val = None
+    if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
+        val = z3.If(cond, a.val, b.val)
+    tags = {}
+    for n in set(a.tags) | set(b.tags):
+        ga, va = a.tags.get(n, (z3.BoolVal(False), None))
+        gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
+        value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
+        tags[n] = (z3.If(cond, ga, gb), value)
+    cov = {}
+    for n in set(a.cov) | set(b.cov):
+        cov[n] = [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in a.cov.get(n, [])]
+        cov[n] += [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in b.cov.get(n, [])]
+    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
+
+
+def evaluate(model, e):
+    """`e` evaluated in `model` as a Python int or bool, or None."""
+    if e is None or isinstance(e, (int, bool)):
+        return e
+    try:
+        r = model.eval(e, model_completion=True)
+    except z3.Z3Exception:
+        return None
+    if z3.is_int_value(r):
+        return r.as_long()
+    if z3.is_true(r):
+        return True
+    if z3.is_false(r):
+        return False
+    return None

@@ -11,17 +11,13 @@ are clipped for reading, and an unmasked out-of-range element is a **bounds** vi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..ir import nodes as ir
-from .concrete_ops import merge_tags
-from .concrete_values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_text, coverage_mismatch,
+from ...ir import nodes as ir
+from .ops import merge_tags
+from .values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_text, coverage_mismatch,
                               expect_range, first, reshape, summary, widen)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .concrete_interp import Interp
 
 
 @dataclass
@@ -61,7 +57,7 @@ def _place(v: Val, axis: int | None, shape: tuple[int, ...]) -> Val:
     return bcast(reshape(v, tuple(unit)), shape)
 
 
-def reference(it: "Interp", e: ir.Subscript) -> Ref:
+def reference(it, e: ir.Subscript) -> Ref:
     param = it.eval(e.base)
     idx = [it.val(i) for i in e.index]
     if max(len(v.shape) for v in idx) <= 1:   # orthogonal: one access axis per 1-D index
@@ -78,7 +74,7 @@ def reference(it: "Interp", e: ir.Subscript) -> Ref:
     return Ref(param, shape, coords, axes, placed, extent)
 
 
-def access_mask(it: "Interp", call: ir.Call, ref: Ref) -> np.ndarray:
+def access_mask(it, call: ir.Call, ref: Ref) -> np.ndarray:
     """The mask as a boolean array of the access shape; per-dim tuples combine as an outer
     AND, each entry placed like its dim's index."""
     m = call.arg("mask")
@@ -99,7 +95,7 @@ def _flag(call: ir.Call, name: str) -> bool:
     return isinstance(v, ir.Const) and v.value is True
 
 
-def _bounds(it: "Interp", op: str, line: int, ref: Ref, active: np.ndarray, tile: Val) -> None:
+def _bounds(it, op: str, line: int, ref: Ref, active: np.ndarray, tile: Val) -> None:
     it.checked(op, line, "bounds")
     if not it.wants("bounds", line):
         return
@@ -115,7 +111,7 @@ def _bounds(it: "Interp", op: str, line: int, ref: Ref, active: np.ndarray, tile
                actual={dims[d]: coords[d] for d in bad}, tensor=ref.param.name, coords=coords)
 
 
-def load(it: "Interp", e: ir.Call) -> Val:
+def load(it, e: ir.Call) -> Val:
     """Each element is tagged with its source coordinates (and its indices' own tags) where
     the mask holds; masked-off and TMA out-of-bounds elements are untagged fills."""
     ref, line = reference(it, e.arg("ref")), e.loc.line
@@ -136,7 +132,7 @@ def load(it: "Interp", e: ir.Call) -> Val:
     return out
 
 
-def _loaded_value(it: "Interp", e: ir.Call, ref: Ref, active: np.ndarray) -> np.ndarray | None:
+def _loaded_value(it, e: ir.Call, ref: Ref, active: np.ndarray) -> np.ndarray | None:
     """Integer data comes from `inputs`; masked-off elements read `other` (0 if none given,
     where Triton leaves them undefined). Floating-point data has no tracked value."""
     if ref.param.dtype not in ("i32", "i64", "i1"):
@@ -180,7 +176,7 @@ class TensorWrites:
         self.atomic_cov[name] = Cov(lo, total)
 
 
-def store(it: "Interp", e: ir.Call) -> None:
+def store(it, e: ir.Call) -> None:
     """`store` and `atomic_add`: bounds, ownership (tags equal the destination), the write
     record (exactly once) and the task's coverage of stored elements."""
     ref, line, op = reference(it, e.arg("ref")), e.loc.line, e.fn
@@ -199,6 +195,8 @@ def store(it: "Interp", e: ir.Call) -> None:
     idx = ref.flat()[written]
     tw = it.writes[ref.param.name]
     _record(it, op, line, ref, v, tw, written, idx)
+    for rule in it.sh.pack.concrete_write if it.sh.pack is not None else ():
+        rule(it, op, line, ref, v, active)
     for name, (lo, hi) in it.task_cov.get(ref.param.name, {}).items():
         if op == "atomic_add":
             tw.add_coverage(name, idx, None if cov_of(v, name) is None else
@@ -217,7 +215,7 @@ def store(it: "Interp", e: ir.Call) -> None:
                        actual={name: got}, tensor=ref.param.name, coords=ref.at(el))
 
 
-def _ownership(it: "Interp", op: str, line: int, ref: Ref, v: Val, active: np.ndarray) -> None:
+def _ownership(it, op: str, line: int, ref: Ref, v: Val, active: np.ndarray) -> None:
     it.checked(op, line, "ownership")
     carried = [(d, dim) for d, dim in enumerate(ref.param.dims) if dim in v.tags]
     if not carried or not it.wants("ownership", line):
@@ -238,7 +236,7 @@ def _ownership(it: "Interp", op: str, line: int, ref: Ref, v: Val, active: np.nd
                tensor=ref.param.name, coords=coords)
 
 
-def _record(it: "Interp", op: str, line: int, ref: Ref, v: Val, tw: TensorWrites,
+def _record(it, op: str, line: int, ref: Ref, v: Val, tw: TensorWrites,
             written: np.ndarray, idx: np.ndarray) -> None:
     """Count the writes; a second plain store of an element (another instance, another
     iteration, or twice in one access), or a store meeting an atomic_add, is **exactly_once**."""

@@ -26,15 +26,17 @@ from dataclasses import replace
 
 import z3
 
-from ..ir import nodes as ir
-from ..dsl.semantic import _assigned
-from .values import SV, Cov, axis_ranges, depends_on, subst
+from ...dsl.semantic import _assigned
+from ...ir import nodes as ir
+from ..pack import INTERNAL
+from .solver import const_value, interval
+from .state import Frame
+from .values import SV, Cov, axis_ranges, depends_on, merge, subst
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
 
 def run_loop(ck, s: ir.For) -> None:
-    from .symbolic import Frame, merge
     start, stop, step = _bounds(ck, s.iter)
     t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
 
@@ -43,16 +45,14 @@ def run_loop(ck, s: ir.For) -> None:
 
     linear = _grid_stride(ck, start, stop, step, t, valid)
     cons = [valid(t)] if linear is None else [linear >= 0, linear < stop]
-    frame = Frame("loop", cons, t, s.var, start, stop, step)
-    frame.value = linear if linear is not None else start + t * step
-
     def at(e):
         """Substitution pairs moving the body's formulas to iteration e."""
         pairs = [(t, e)]
         if linear is not None:
             pairs.append((linear, start + e * step))
         return pairs
-    frame.at = at
+    frame = Frame("loop", cons, t, s.var, start, stop, step,
+                  value=linear if linear is not None else start + t * step, at=at)
     body_names = _assigned(s.body)
     carried = [n for n in sorted(body_names) if n in ck.env]
     init = {n: ck.env[n] for n in carried}
@@ -88,7 +88,6 @@ def _grid_stride(ck, start, stop, step, t, valid):
     a formula that never mentions pid or t needs nothing else. The link v = pid + t*step
     is added to a query only when it mentions pid or t (`Checker.solve`). This keeps the
     solver's work on persistent tile maps as small as on a plain grid."""
-    from .sym import const_value
     s = const_value(step)
     for axis, pid in enumerate(ck.pids):
         if z3.simplify(start).eq(pid) and s == ck.grid[axis] and s:
@@ -100,8 +99,7 @@ def _grid_stride(ck, start, stop, step, t, valid):
 
 def _max_trips(ck, start, stop, step) -> int | None:
     """An upper bound on the iteration count from interval bounds, to keep the division
-    expansion of `sym` applicable to expressions of the iteration counter."""
-    from .sym import interval
+    expansion of `solver` applicable to expressions of the iteration counter."""
     a, b, c = interval(start, ck.vars), interval(stop, ck.vars), interval(step, ck.vars)
     if a is None or b is None or c is None or c[0] <= 0:
         return None
@@ -111,7 +109,6 @@ def _max_trips(ck, start, stop, step) -> int | None:
 def _count(ck, s: ir.For, start, stop, step, valid):
     """The number of iterations: a closed form for a constant step, else a variable
     pinned down by a constraint on the enclosing path."""
-    from .sym import const_value
     c = const_value(step)
     if c is not None and c > 0:
         return z3.If(stop > start, ck.div(stop - start + (c - 1), z3.IntVal(c)), 0)
@@ -134,7 +131,6 @@ def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:
     ck.env.update(entry)
     ck.env[s.var] = SV((), frame.value)
     inner = replace(frame, cons=list(frame.cons), carried=set(entry))
-    inner.value, inner.at = frame.value, frame.at
     ck.frames.append(inner)
     try:
         ck.block(s.body)
@@ -244,7 +240,7 @@ def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
     t1 = ck.vars.fresh("t1", "iter", 0, None)
     t2 = ck.vars.fresh("t2", "iter", 0, None)
     for tag, (g, v) in _strip(out).tags.items():
-        if tag.startswith("@"):  # versions of running maxima change by design
+        if tag.startswith(INTERNAL):  # a pack's own tags (versions of running maxima)
             continue
         g1, v1 = subst(g, at(t1)), subst(v, at(t1))
         g2, v2 = subst(g, at(t2)), subst(v, at(t2))

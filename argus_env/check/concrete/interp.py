@@ -16,16 +16,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dsl.semantic import _assigned
-from ..ir import nodes as ir
-from ..ir.printer import print_expr
-from ..layout.tv import fragment_layout
-from .concrete_dot import dot
-from .concrete_memory import TensorWrites, load, reference, store
-from .concrete_ops import CALL_RULES, ConcreteError, binop, unaryop
-from .concrete_values import (Val, bcast, coverage_mismatch, cov_text, expect_range, first,
+from ...dsl.semantic import _assigned
+from ...ir import nodes as ir
+from ...ir.printer import print_expr
+from ...layout.tv import fragment_layout
+from .dot import dot
+from .memory import TensorWrites, load, reference, store
+from .ops import CALL_RULES, ConcreteError, binop, unaryop
+from .values import (Val, bcast, coverage_mismatch, cov_text, expect_range, first,
                               reshape, scalar, summary, tagged)
-from .report import Violation
+from ..pack import InvariantPack
+from ..report import Violation
 
 MAX_TRIPS = 1_000_000  # iterations of one loop; the concrete checker runs at small sizes
 
@@ -97,6 +98,7 @@ class Shared:
     writes: dict[str, TensorWrites] = field(default_factory=dict)
     probe: Probe | None = None
     data: dict[str, np.ndarray] = field(default_factory=dict)
+    pack: InvariantPack | None = None           # the task's invariant pack, if any
 
 
 class Interp:

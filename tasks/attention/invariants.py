@@ -1,4 +1,6 @@
-"""Invariants of softmax-style programs (attention), on top of the tag rules.
+"""Attention's invariant pack: online-softmax consistency, the exponent's base, the causal
+mask and the GQA head map, on top of the core tag rules (`argus_env/check/SEMANTICS.md`,
+"Softmax internal tags").
 
 Internal tags, named with "@" so they never meet a tensor's dimension names:
 
@@ -15,32 +17,59 @@ Internal tags, named with "@" so they never meet a tensor's dimension names:
 - `@base2`: the value was scaled by log2(e) (a compile-time factor equal to log2(e) or to
   the softmax scale times log2(e)); `exp2` needs it, `exp` must not see it (**exp_base**).
 
-The task says which dims are query and key positions (**causal**: no element with key >
-query may reach an exponent) and how tags relate (**head_map**: KVH = H // GROUP).
+A causal program's query and key positions are dims SQ and SK (**causal**: no element with
+key > query may reach an exponent); a query head H meets only KV head H // GROUP
+(**head_map**).
 """
 
 from __future__ import annotations
 
 import math
 
-import z3
+from argus_env.check.pack import (INTERNAL, Conflict, InvariantClass, InvariantPack,
+                                  register_pack)
 
-from .values import SV
+try:  # the rules run inside the checker, which needs z3; the task also runs without it
+    import z3
+except ImportError:  # pragma: no cover - a machine that only measures
+    z3 = None
 
 LOG2E = 1.4426950408889634
 SPECIAL = ("@ref", "@from", "@to", "@mx", "@base2")
+
+
+def causal_pair(consts: dict) -> tuple[str, str] | None:
+    """(query dim, key dim) when the program is causal: no key after its query may reach
+    an exponent."""
+    return ("SQ", "SK") if consts.get("CAUSAL") else None
+
+
+def tag_relations(consts: dict) -> list:
+    """GQA: a query head h meets only KV head h // GROUP."""
+    group = int(consts.get("GROUP", 1) or 1)
+    return [("H", "KVH", lambda h: h / group, "head_map")]
 
 
 def version(ck) -> z3.ArithRef:
     """The point a maximum is taken at: the innermost runtime loop's value, else 0."""
     for f in reversed(ck.frames):
         if f.kind == "loop":
-            value = getattr(f, "value", None)
-            return value if value is not None else f.start + f.var * f.step
+            return f.value if f.value is not None else f.start + f.var * f.step
     return z3.IntVal(0)
 
 
-def on_subtract(ck, x: SV, y: SV, out: SV, shape) -> None:
+def on_reduce(ck, fn: str, out, present) -> None:
+    """A row maximum of tagged values carries the version of the point it was taken at."""
+    if out.tags:
+        out.tags["@mx"] = (present, version(ck))
+
+
+def newer(g0, v0, g, v) -> tuple:
+    """Two maxima meet in `A.maximum`: the newer version wins, no conflict."""
+    return (z3.Or(g0, g), z3.If(z3.And(g0, g), z3.If(v0 >= v, v0, v), z3.If(g0, v0, v)))
+
+
+def on_subtract(ck, x, y, out, shape, what: str) -> None:
     """`x - y` where y (or both) are maxima: relative values or a rescale factor."""
     if "@mx" not in y.tags:
         return
@@ -53,8 +82,15 @@ def on_subtract(ck, x: SV, y: SV, out: SV, shape) -> None:
         out.tags["@ref"] = (gy, vy)
 
 
-def on_multiply(ck, x: SV, y: SV, out: SV, shape, what: str) -> None:
-    """A value relative to version a times a factor from a to b: relative to b."""
+def on_multiply(ck, x, y, out, shape, what: str) -> None:
+    """A value relative to version a times a factor from a to b: relative to b; and a
+    compile-time factor holding log2(e) marks the values `@base2`."""
+    _rescale(ck, x, y, out, shape, what)
+    if scale_tag(ck, x.fval if y.tags else y.fval if x.tags else None):
+        out.tags["@base2"] = (z3.BoolVal(True), z3.IntVal(1))
+
+
+def _rescale(ck, x, y, out, shape, what: str) -> None:
     factor, value = (x, y) if "@from" in x.tags else (y, x) if "@from" in y.tags else (None, None)
     if factor is None:
         return
@@ -73,10 +109,16 @@ def on_multiply(ck, x: SV, y: SV, out: SV, shape, what: str) -> None:
     out.tags["@ref"] = (gt, vt)
 
 
-def special_conflict(name: str) -> str:
-    """The invariant a disagreement of an internal tag breaks."""
-    return "softmax" if name in ("@ref", "@from", "@to") else "exp_base" if name == "@base2" \
-        else "tag_conflict"
+def conflict(ck, name: str) -> Conflict | None:
+    """The class a disagreement of an internal tag breaks, and how it is named."""
+    if name == "@ref":
+        return Conflict("softmax", "max version",
+                        " (values relative to different running maxima)")
+    if name in ("@from", "@to"):
+        return Conflict("softmax")
+    if name == "@base2":
+        return Conflict("exp_base", "log2(e) scaling")
+    return None
 
 
 def scale_tag(ck, factor: float | None) -> bool:
@@ -87,9 +129,9 @@ def scale_tag(ck, factor: float | None) -> bool:
     return any(math.isclose(factor, c, rel_tol=1e-4) for c in (LOG2E, scale * LOG2E))
 
 
-def check_exponent(ck, fn: str, x: SV, shape, what: str) -> None:
+def check_exponent(ck, fn: str, x, shape, what: str) -> None:
     """exp_base for `exp`/`exp2`, and the causal mask before any exponent."""
-    if x.tags and not all(n.startswith("@") for n in x.tags):
+    if x.tags and not all(n.startswith(INTERNAL) for n in x.tags):
         base2 = "@base2" in x.tags
         if fn == "exp2" and not base2:
             ck.violate("exp_base", fn, f"`{what}` takes exp2 of values not scaled by "
@@ -101,8 +143,7 @@ def check_exponent(ck, fn: str, x: SV, shape, what: str) -> None:
                        expected={"function": "exp2"}, actual={"function": "exp"})
         else:
             ck.proven(f"{fn}: exponent base matches the scale")
-    pair = ck.task.causal_pair(ck.kernel.consts) if ck.task is not None and \
-        hasattr(ck.task, "causal_pair") else None
+    pair = causal_pair(ck.kernel.consts)
     if pair and pair[0] in x.tags and pair[1] in x.tags:
         (gq, vq), (gk, vk) = x.tags[pair[0]], x.tags[pair[1]]
         m = ck.find(z3.And(gq, gk, vk > vq), shape)
@@ -114,11 +155,9 @@ def check_exponent(ck, fn: str, x: SV, shape, what: str) -> None:
             ck.proven(f"{fn}: no key after its query reaches the exponent")
 
 
-def check_relations(ck, out: SV, shape, what: str) -> None:
-    """The task's relations between tags that meet (GQA: KVH = H // GROUP)."""
-    rels = ck.task.tag_relations(ck.kernel.consts) if ck.task is not None and \
-        hasattr(ck.task, "tag_relations") else []
-    for a, b, fn, invariant in rels:
+def check_relations(ck, out, shape, what: str) -> None:
+    """The relations between tags that meet in a `dot` (GQA: KVH = H // GROUP)."""
+    for a, b, fn, invariant in tag_relations(ck.kernel.consts):
         if a in out.tags and b in out.tags:
             (ga, va), (gb, vb) = out.tags[a], out.tags[b]
             want = fn(va)
@@ -129,3 +168,20 @@ def check_relations(ck, out: SV, shape, what: str) -> None:
                            expected={b: want}, actual={a: va, b: vb})
             else:
                 ck.proven(f"{what}: {b} follows from {a}")
+
+
+PACK = register_pack(InvariantPack(
+    "attention",
+    classes=(
+        InvariantClass("causal", "a key after its query reaches the exponent unmasked"),
+        InvariantClass("softmax", "online-softmax rescaling or normalisation inconsistent"),
+        InvariantClass("exp_base", "exp2 without log2(e) folded into the scale"),
+        InvariantClass("head_map", "a query head meets the wrong KV head (GQA)"),
+    ),
+    binop={"-": on_subtract, "*": on_multiply},
+    calls={"exp": check_exponent, "exp2": check_exponent},
+    reduce={"max": on_reduce, "min": on_reduce},
+    dot=(check_relations,),
+    merge={"@mx": newer},
+    conflict=conflict,
+))

@@ -1,4 +1,7 @@
-"""Op rules of the symbolic checker, one function per op, keyed by name (SEMANTICS.md)."""
+"""Op rules of the symbolic checker, one function per op, keyed by name (SEMANTICS.md).
+
+Memory ops and `dot` are in `memory`; the task's pack adds its rules for binary operators
+(`InvariantPack.binop`), elementwise math calls (`calls`) and reductions (`reduce`)."""
 
 from __future__ import annotations
 
@@ -6,63 +9,13 @@ from dataclasses import replace
 
 import z3
 
-from ..dsl.dtypes import DTYPES
-from ..ir import nodes as ir
-from ..ir.printer import print_expr
-from .sym import const_value
+from ...dsl.dtypes import DTYPES
+from ...ir import nodes as ir
+from ...ir.printer import print_expr
+from .memory import assert_tags, dot, load, write
+from .solver import const_value
+from .tags import FALSE, add_cov, bcast, union_tags
 from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
-
-FALSE = z3.BoolVal(False)
-
-
-def _bcast(*shapes):
-    out: tuple[int, ...] = ()
-    for s in shapes:
-        n = max(len(out), len(s))
-        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(s)) + s
-        out = tuple(max(x, y) for x, y in zip(a, b))
-    return out
-
-
-# ---------------------------------------------------------------- tags and coverage
-def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
-    """Tags of an elementwise combination; same-named tags must agree (tag_conflict)."""
-    out: dict = {}
-    for x in xs:
-        for name, (g, v) in x.tags.items():
-            if name not in out:
-                out[name] = (g, v)
-                continue
-            g0, v0 = out[name]
-            if name == "@mx":  # two maxima meet in A.maximum: the newer version wins
-                out[name] = (z3.Or(g0, g), z3.If(z3.And(g0, g), z3.If(v0 >= v, v0, v),
-                                                 z3.If(g0, v0, v)))
-                continue
-            if not (g0.eq(g) and v0.eq(v)):
-                m = ck.find(z3.And(g0, g, v0 != v), shape)
-                if m is not None:
-                    from .softmax import special_conflict
-                    from .routing import conflict_invariant
-                    inv = special_conflict(name) if name.startswith("@") else \
-                        conflict_invariant(ck, name)
-                    label = {"@ref": "max version", "@base2": "log2(e) scaling"}.get(name, name)
-                    ck.violate(inv, what, f"`{what}` meets two values of {label}"
-                               + (" (values relative to different running maxima)"
-                                  if name == "@ref" else ""),
-                               m, shape, expected={label: v0}, actual={label: v})
-                else:
-                    ck.proven(f"{what}: tag {name} agrees")
-            out[name] = (z3.Or(g0, g), z3.If(g0, v0, v))
-    return out
-
-
-def add_cov(*covs) -> dict:
-    out: dict = {}
-    for c in covs:
-        for name, terms in c.items():
-            out.setdefault(name, []).extend(terms)
-    return out
-
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -135,7 +88,7 @@ def _bitwise(op: str, a, b):
 def binop(ck, e: ir.BinOp) -> SV:
     x, y = ck.expr(e.lhs), ck.expr(e.rhs)
     fx, fy = scalar_value(x), scalar_value(y)  # before broadcasting makes them tiles
-    shape = _bcast(x.shape, y.shape)
+    shape = bcast(x.shape, y.shape)
     x, y = align(x, shape), align(y, shape)
     fx = x.fval if fx is None else fx
     fy = y.fval if fy is None else fy
@@ -151,13 +104,9 @@ def binop(ck, e: ir.BinOp) -> SV:
         tags, cov = {}, {}
     out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
              x.frag or y.frag, fval=_ffold(e.op, fx, fy))
-    from . import softmax
-    if e.op == "-":
-        softmax.on_subtract(ck, x, y, out, shape)
-    elif e.op == "*":
-        softmax.on_multiply(ck, x, y, out, shape, what)
-        if softmax.scale_tag(ck, x.fval if y.tags else y.fval if x.tags else None):
-            out.tags["@base2"] = (z3.BoolVal(True), z3.IntVal(1))
+    rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
+    if rule is not None:
+        rule(ck, x, y, out, shape, what)
     return out
 
 
@@ -227,7 +176,7 @@ def _cdiv(ck, e):
 def _minmax(ck, e):
     x, y = ck.expr(e.arg("a")), ck.expr(e.arg("b"))
     fx, fy = scalar_value(x), scalar_value(y)
-    shape = _bcast(x.shape, y.shape)
+    shape = bcast(x.shape, y.shape)
     x, y = align(x, shape), align(y, shape)
     val = None
     if x.val is not None and y.val is not None:
@@ -260,9 +209,9 @@ def _fill(ck, e):
 
 def _same(ck, e):
     x = ck.expr(e.arg("x"))
-    if e.fn in ("exp", "exp2"):
-        from .softmax import check_exponent
-        check_exponent(ck, e.fn, x, x.shape, print_expr(e))
+    rule = ck.pack.calls.get(e.fn) if ck.pack is not None else None
+    if rule is not None:
+        rule(ck, e.fn, x, x.shape, print_expr(e))
     return replace(x, val=None, fval=None)
 
 
@@ -287,7 +236,7 @@ def _trans(ck, e):
 
 def _where(ck, e):
     c, x, y = ck.expr(e.arg("cond")), ck.expr(e.arg("x")), ck.expr(e.arg("y"))
-    shape = _bcast(c.shape, x.shape, y.shape)
+    shape = bcast(c.shape, x.shape, y.shape)
     c, x, y = align(c, shape), align(x, shape), align(y, shape)
     cond = c.val if c.val is not None and z3.is_bool(c.val) else \
         ck.vars_bool(f"cond_{e.loc.line}")
@@ -339,21 +288,11 @@ def _reduce(ck, e):
             # present where some lane of the reduced axis carries it
             tags[n] = (z3.And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
                        subst(v, [(lane, anyl)]))
-    if e.fn in ("max", "min") and tags:
-        from .softmax import version
-        tags["@mx"] = (z3.And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
-                       version(ck))
-    return SV(shape, None, tags, cov, x.carried, None)
-
-
-def _dot(ck, e):
-    from .memory import dot
-    return dot(ck, e)
-
-
-def _load(ck, e):
-    from .memory import load
-    return load(ck, e)
+    out = SV(shape, None, tags, cov, x.carried, None)
+    rule = ck.pack.reduce.get(e.fn) if ck.pack is not None else None
+    if rule is not None:  # where some reduced lane carries data
+        rule(ck, e.fn, out, z3.And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))
+    return out
 
 
 def _covers(ck, e):
@@ -363,7 +302,7 @@ def _covers(ck, e):
 CALLS = {
     "program_id": _program_id, "num_programs": _num_programs, "num_sms": _num_sms,
     "cdiv": _cdiv, "minimum": _minmax, "maximum": _minmax, "arange": _arange,
-    "zeros": _fill, "full": _fill, "load": _load, "dot": _dot, "trans": _trans,
+    "zeros": _fill, "full": _fill, "load": load, "dot": dot, "trans": _trans,
     "exp": _same, "exp2": _same, "log": _same, "log2": _same, "sqrt": _same,
     "sigmoid": _same, "abs": _abs, "max": _reduce, "min": _reduce, "sum": _reduce,
     "where": _where, "cast": _cast, "tag": _tag, "covers": _covers,
@@ -372,7 +311,6 @@ CALLS = {
 
 def effect(ck, call: ir.Call) -> None:
     """An op called as a statement: store, atomic_add, assert_tags."""
-    from .memory import assert_tags, write
     if call.fn in ("store", "atomic_add"):
         write(ck, call)
     elif call.fn == "assert_tags":

@@ -1,0 +1,146 @@
+"""The exactly-once coverage proof: coverage terms form exactly the range [lo, hi).
+
+`exactly_once(...)` proves it in three steps: nothing outside the range, no index twice
+(two copies of the bound variables), nothing missing (a witness built by mixed-radix
+decomposition of the missing index, then confirmed). Where the completeness rests on an
+assumption the task's pack names (`InvariantPack.assumed_complete`: a host routing step),
+a missing witness is a note instead of an undecided obligation.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import z3
+
+from .solver import Var, affine
+from .values import Cov, axis_ranges, evaluate, free_names
+
+
+def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
+                 frag=None, defaults=None, scope=None) -> None:
+    ctx = list(context) + axis_ranges(shape)
+    ok = True
+    for term in terms:
+        m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
+        if m is not None:
+            ok = False
+            ck.violate("coverage", op, f"the reduction over {name} includes {name}="
+                       f"{evaluate(m, term.idx)}, outside [{evaluate(m, lo)}, {evaluate(m, hi)})", m, shape,
+                       expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
+                       actual={name: term.idx}, frag=frag, scope=scope)
+            return
+    sums = [t for t in terms if t.kind == "sum"]
+    for i, t1 in enumerate(sums):
+        for t2 in sums[i:]:
+            used = free_ids([t2.dom, t2.idx])
+            # second copies keep their variables' names with one suffix, so that a
+            # grid-stride loop's link (linear index = pid + t * step) still applies to them
+            suffix = f"~b{next(ck.vars.counter)}"
+            r2 = [(b, _twin(ck, b, suffix)) for b in unique(t2.bound)
+                  if b.decl().name() in used]
+            dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
+                z3.substitute(t2.idx, *r2) if r2 else t2.idx
+            distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
+            m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
+            if m is not None:
+                ck.violate("coverage", op, f"the reduction over {name} accumulates "
+                           f"{name}={evaluate(m, t1.idx)} twice", m, shape,
+                           expected={f"times {name}={evaluate(m, t1.idx)}": 1},
+                           actual={f"times {name}={evaluate(m, t1.idx)}": 2}, frag=frag,
+                           scope=scope)
+                return
+    x = ck.vars.fresh(f"missing_{name}", "point", None, None)
+    covered = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
+    m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
+                 ctx + [x >= lo, x < hi])
+    if m is None:
+        if ok:
+            ck.proven(f"{op}: {name} covered exactly once")
+        return
+    # confirm: with this instance, element and x fixed, no term covers x at all
+    bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
+    fixed = [v.expr == evaluate(m, v.expr) for v in ck.vars.vars.values()
+             if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
+             and evaluate(m, v.expr) is not None]
+    xv = evaluate(m, x)
+    anyc = z3.Or(*[z3.And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
+    if ck.solve(ctx + fixed + [anyc]) is None:
+        ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
+                   m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
+                   actual={f"missing {name}": xv}, frag=frag, scope=scope)
+    elif (note := _assumption(ck, name)) is not None:
+        ck.report.notes.append(f"line {ck._line()}: {note}")
+    else:
+        ck.undecided(f"completeness of the reduction over {name}",
+                     "a point looked uncovered but no term was shown to miss it")
+
+
+def _assumption(ck, name: str) -> str | None:
+    """The pack's note when the completeness of coverage of `name` is assumed."""
+    rule = ck.pack.assumed_complete if ck.pack is not None else None
+    return rule(ck, name) if rule is not None else None
+
+
+def _twin(ck, v, suffix: str):
+    """A fresh copy of variable `v` named `v` + `suffix`, with `v`'s kind and range."""
+    info = ck.vars.info(v)
+    name = v.decl().name() + suffix
+    twin = z3.Int(name)
+    ck.vars.vars[name] = Var(twin, info.kind if info else "lane", info.lo if info else None,
+                             info.hi if info else None, True)
+    return twin
+
+
+def _some_lane(ck, formula):
+    """Guards say a tag is present where *some* lane of a reduction contributes (an
+    existential lane variable); inside a witness, which is negated, that must stay an
+    existential: bind those lane variables with Exists."""
+    lanes = [v.expr for n, v in ck.vars.vars.items()
+             if n in free_names(formula) and n.startswith("any")]
+    return z3.Exists(lanes, formula) if lanes else formula
+
+
+def unique(vs) -> list:
+    seen, out = set(), []
+    for v in vs:
+        if v.get_id() not in seen:
+            seen.add(v.get_id())
+            out.append(v)
+    return out
+
+
+def free_ids(exprs) -> set[str]:
+    """Names of the variables occurring in `exprs`."""
+    return set().union(*[free_names(e) for e in exprs])
+
+
+def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
+    """`term` covers x at the bound variables a mixed-radix decomposition of x picks;
+    variables with equal coefficients are tried in every order (a few at most)."""
+    dec = affine(term.idx, list(term.bound))
+    if dec is None:
+        return []
+    c0, coeffs = dec
+    ranked = sorted(coeffs.values(), key=lambda vc: -abs(vc[1]))
+    if any(c <= 0 for _, c in ranked):
+        return []
+    groups = [list(g) for _, g in itertools.groupby(ranked, key=lambda vc: vc[1])]
+    orders = [[]]
+    for g in groups:
+        perms = list(itertools.permutations(g))[:6]
+        orders = [o + list(p) for o in orders for p in perms][:24]
+    return [_witness(term, x, defaults, c0, order) for order in orders]
+
+
+def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
+    pairs, rest = [], x - c0
+    for v, c in order:
+        pick = rest / c
+        pairs.append((v, pick))
+        rest = rest - c * pick
+    used = {v.get_id() for v, _ in pairs}
+    pairs += [(b, defaults[b.get_id()]) for b in term.bound
+              if b.get_id() not in used and b.get_id() in defaults]
+    sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
+    return z3.And(sub(term.dom), sub(term.idx) == x)
