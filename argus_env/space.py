@@ -6,16 +6,38 @@ it may take, and the preconditions that make an application illegal. An illegal
 application raises `TransformError` (which the environment turns into a masked action).
 Some transformations are deliberately primitive: `split_k` alone leaves the partial
 sums uncombined, and the invariant checker says so until `combine` is applied.
+
+The toolkit every task space shares:
+
+* `edit(field, reason)`: the precondition of a plain field edit, the configuration it
+  would produce checked whole by `reason` (a space's `config_reason`);
+* the configuration rules, in two kinds: `TaskSpace.structure_reason` (how the choices
+  combine and what the problem allows) and `TaskSpace.hardware_reason` (what the `Target`
+  allows: `resource_reason` over the `argus_env.resources` footprint, its MMA
+  instructions, TMA, warp specialization); the cost models apply the same hardware rules,
+  so a configuration the mask allows is one the model can price;
+* `TaskSpace.configurations` / `legal_configurations`: configurations enumerated over
+  the catalog's values, and those legal in a context;
+* `kernel_header`: a program's header (decorator, tensors from `Task.signature`,
+  constants, docstring).
+
+The context `ctx` of a precondition holds `sizes` (the episode's shape) and `target` (a
+`Target`; the default profile's when absent).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
+import itertools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from .dsl.program import Program
+from .resources import Footprint, limits
+from .target import DEFAULT_HARDWARE, Target, load_target
+from .task import get_task
 
 
 class TransformError(ValueError):
@@ -50,6 +72,59 @@ class Transform:
 SPECIAL = ("undo", "submit")
 
 
+# ---------------------------------------------------------------- toolkit
+def target_of(ctx: dict) -> Target:
+    """The context's target (the default profile's when the context names none)."""
+    target = ctx.get("target")
+    if target is None:
+        return load_target(DEFAULT_HARDWARE)
+    if not isinstance(target, Target):
+        raise TypeError(f"ctx['target'] must be an argus_env.target.Target, got "
+                        f"{type(target).__name__}")
+    return target
+
+
+def resource_reason(footprint: Footprint, ctx: dict) -> str | None:
+    """Why a program with `footprint` does not fit the context's target, or None."""
+    reasons = limits(footprint, target_of(ctx))
+    return reasons[0] if reasons else None
+
+
+def edit(field: str, reason: Callable[[Any, dict], str | None]
+         ) -> Callable[[Any, Any, dict], str | None]:
+    """The precondition of setting `field`: the configuration it would produce must pass
+    `reason(config, ctx)` (None: legal)."""
+    def check(config, value, ctx: dict) -> str | None:
+        return reason(dataclasses.replace(config, **{field: value}), ctx)
+    check.__name__ = f"edit_{field}"
+    return check
+
+
+def kernel_header(name: str, signature: dict, consts: dict, num_warps: int, doc: str,
+                  orders: dict | None = None, workspaces: Iterable[tuple[str, tuple, str]] = ()
+                  ) -> str:
+    """The first lines of a program: the import, `@A.kernel(num_warps=...)`, the task's
+    tensors (`signature`: name -> (dims, dtype), in order; `orders`: name -> storage
+    order such as "col_major"), then `workspaces` (name, dims, dtype), then the constants
+    (name -> value) and the docstring. Ends with a newline; the body follows."""
+    orders = orders or {}
+    unknown = sorted(set(orders) - set(signature))
+    if unknown:
+        raise ValueError(f"kernel_header: storage orders for tensors the signature lacks: {unknown}")
+
+    def tensor(n, dims, dtype):
+        order = f", A.{orders[n]}" if n in orders else ""
+        names = ", ".join(f'"{d}"' for d in dims)
+        return f"    {n}: A.Tensor[A.{dtype}, {names}{order}],"
+    lines = ["from argus_env import dsl as A", "", "", f"@A.kernel(num_warps={num_warps})",
+             f"def {name}("]
+    lines += [tensor(n, dims, dtype) for n, (dims, dtype) in signature.items()]
+    lines += [tensor(n, dims, dtype) for n, dims, dtype in workspaces]
+    lines += [f"    {k}: A.const = {v!r}," for k, v in consts.items()]
+    lines += ["):", f'    """{doc}"""']
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Action:
     """A parsed action: a transformation with its value, `undo`, `submit`, or a program."""
@@ -71,12 +146,52 @@ class TaskSpace:
     """Base class: a task's configuration space and its transformation catalog."""
 
     transforms: tuple[Transform, ...] = ()
+    #: the registered task whose `signature` heads the programs (`signature`)
+    task_name: str = ""
 
     def baseline(self):
         raise NotImplementedError
 
     def render(self, config) -> str:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ configuration rules
+    def structure_reason(self, config, ctx: dict) -> str | None:
+        """Why `config` is not a configuration of this space for the problem in `ctx`
+        (choices that do not combine, a problem the choice does not fit), or None."""
+        return None
+
+    def hardware_reason(self, config, ctx: dict) -> str | None:
+        """Why `config` cannot run on the context's target (resources, instructions,
+        TMA, warp specialization), or None. The task's cost model refuses exactly these."""
+        return None
+
+    def config_reason(self, config, ctx: dict) -> str | None:
+        """Why `config` is illegal in `ctx`, or None: its structure, then its hardware."""
+        return self.structure_reason(config, ctx) or self.hardware_reason(config, ctx)
+
+    def configurations(self, names: Iterable[str] | None = None, base=None) -> Iterator:
+        """Every configuration that sets the transformations `names` (all when None) to
+        each combination of their values, the other fields as in `base` (the baseline)."""
+        base = self.baseline() if base is None else base
+        chosen = [self.transform(n) for n in (names if names is not None
+                                              else [t.name for t in self.transforms])]
+        for values in itertools.product(*(t.values for t in chosen)):
+            yield dataclasses.replace(base, **{t.field: v for t, v in zip(chosen, values)})
+
+    def legal_configurations(self, configs: Iterable, ctx: dict) -> list:
+        """`configs` without repeats and without those illegal in `ctx`, in order."""
+        seen, legal = set(), []
+        for c in configs:
+            if c not in seen and self.config_reason(c, ctx) is None:
+                seen.add(c)
+                legal.append(c)
+        return legal
+
+    @property
+    def signature(self) -> dict:
+        """The tensors every program of the task takes (`Task.signature`)."""
+        return get_task(self.task_name).signature
 
     # ------------------------------------------------------------ derived
     def program(self, config) -> Program:
@@ -95,7 +210,6 @@ class TaskSpace:
         for t in self.transforms:
             if t.name == name:
                 return t
-        import difflib
         close = difflib.get_close_matches(name, [t.name for t in self.transforms] + list(SPECIAL), 1)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise TransformError(name, f"no such transformation{hint}")

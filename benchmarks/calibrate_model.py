@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from argus_env.measure.features import KernelFeatures, extract  # noqa: E402
+from argus_env.target import Target  # noqa: E402
 from argus_env.measure.model import (  # noqa: E402
     CALIBRATION_DIR, CalibrationParams, HardwareProfile, estimate, load_profile)
 
@@ -69,10 +70,11 @@ def load_rows(table: Path, profile: HardwareProfile) -> tuple[list[Row], list[st
     from argus_env.task import get_task
     from benchmarks.record_gemm_table import configurations
     task = get_task("gemm")
+    target = Target.from_profile(profile)
     programs = {}
     for cfg in configurations():
         program = task.space.program(cfg)
-        key = extract(program, {"M": 4096, "N": 4096, "K": 4096}, task).key()
+        key = extract(program, {"M": 4096, "N": 4096, "K": 4096}, task, target=target).key()
         assert key not in programs, f"two configurations share the key {key}"
         programs[key] = program
     rows, notes = [], []
@@ -89,7 +91,7 @@ def load_rows(table: Path, profile: HardwareProfile) -> tuple[list[Row], list[st
                 notes.append(f"{r['shape']}, {short(r['config'])}: program hash "
                              f"{program.hash} != recorded {r['program_hash']} (rendered anew)")
             sizes = {d: int(r[d]) for d in ("M", "N", "K")}
-            f = extract(program, sizes, task, num_sms=profile.sms)
+            f = extract(program, sizes, task, target=target)
             assert f.key() == r["config"], (f.key(), r["config"])
             rows.append(Row(r["shape"], r["config"], f, float(r["tflops"])))
     return rows, notes

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from argus_env.measure.features import extract
     from argus_env.measure.model import load_profile, estimate
+    from argus_env.target import Target
     from argus_env.task import get_task
 
     profile = load_profile(args.profile)
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args.results.read_text())
     table: dict[str, dict] = {}
     for row in data["rows"]:
-        f = extract(task.program(row["program"]), row["sizes"], task, num_sms=profile.sms)
+        f = extract(task.program(row["program"]), row["sizes"], task,
+                    target=Target.from_profile(profile))
         est = estimate(f, profile)
         entry = table.setdefault(row["shape"], {"sizes": row["sizes"]})
         entry[row["program"]] = (row["tflops"], est.tflops, est.bound)

@@ -34,7 +34,7 @@ FIELDS = ["shape", "M", "N", "K", "config", "program_hash", "ok", "error", "ms",
 
 def configurations():
     """The sampled configuration space: structured, deterministic, legal on an H200."""
-    from argus_env.tasks.gemm.space import BASELINE, EXPERT, SPLITK, GemmConfig, _resources
+    from argus_env.tasks.gemm.space import BASELINE, EXPERT, SPACE, SPLITK, GemmConfig
     tiles = [(64, 64, 32), (64, 128, 64), (128, 64, 64), (128, 128, 64), (128, 256, 64),
              (256, 128, 64), (64, 256, 64), (128, 128, 128)]
     out = [BASELINE, EXPERT, SPLITK]
@@ -49,12 +49,7 @@ def configurations():
     for (bm, bn, bk), split in itertools.product([(32, 64, 64), (64, 64, 64), (64, 128, 64),
                                                   (128, 128, 64)], (2, 4, 8)):
         out.append(GemmConfig(bm, bn, bk, 4, 4, split_k=split, combine="atomic"))
-    seen, legal = set(), []
-    for c in out:
-        if c not in seen and _resources(c, {}) is None:
-            seen.add(c)
-            legal.append(c)
-    return legal
+    return SPACE.legal_configurations(out, {})
 
 
 def wanted(case, config) -> bool:
@@ -92,9 +87,11 @@ def measure(case, config, task, space, rounds, rep_ms) -> dict:
     from argus_env import lower
     from argus_env.measure.features import extract
     from argus_env.measure.gpu import measure_program
+    from argus_env.target import load_target
     program = space.program(config)
     sizes = case.sizes
-    row = {"shape": case.name, **sizes, "config": extract(program, sizes, task).key(),
+    config_key = extract(program, sizes, task, target=load_target("h200")).key()
+    row = {"shape": case.name, **sizes, "config": config_key,
            "program_hash": program.hash, "ok": False, "error": ""}
     t0 = time.time()
     launch = lower.load(program, interpret=False)

@@ -21,6 +21,7 @@ from ..check import CheckTimeout, CheckUnsupported, InvariantReport, check_progr
 from ..dsl.program import Program
 from ..measure.backends import Backend, Measurement
 from ..measure.features import KernelFeatures, extract
+from ..target import Target, as_target
 
 
 @dataclass
@@ -66,9 +67,11 @@ class Evaluator:
 
     def __init__(self, task, backend: Backend, correctness: str = "interpreter",
                  worker=None, cache_size: int = 4096, correctness_timeout: float = 20.0,
-                 check_shapes: int | list[dict] = 2):
+                 check_shapes: int | list[dict] = 2, target: Target | None = None):
         self.task = task
         self.backend = backend
+        # the hardware the checker, the features and the backend all assume
+        self.target = target if target is not None else as_target(backend.profile)
         self.correctness = correctness
         self.correctness_timeout = float(correctness_timeout)
         self.check_shapes = _check_shapes(task, check_shapes)
@@ -137,7 +140,8 @@ class Evaluator:
     def _evaluate(self, program: Program, sizes: dict, deadline: float | None = None) -> Evaluation:
         t0 = time.perf_counter()
         try:
-            report = check_program(program, sizes, self.task, deadline=deadline)
+            report = check_program(program, sizes, self.task, deadline=deadline,
+                                   num_sms=self.target.sms)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
@@ -146,7 +150,7 @@ class Evaluator:
             raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0})
         try:
-            ev.features = extract(program, sizes, self.task)
+            ev.features = extract(program, sizes, self.task, target=self.target)
         except Exception as e:  # noqa: BLE001 - a program without a dot, say
             if interrupted(e):
                 raise KeyboardInterrupt("interrupted during feature extraction") from None

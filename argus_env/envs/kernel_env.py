@@ -156,6 +156,7 @@ class KernelEnv(gym.Env):
         from argus_env.reward import load_reward
 
         from ..measure.backends import make_backend
+        from ..target import load_target
         self.task = get_task(task)
         self.space_ = self.task.space
         if self.space_ is None:
@@ -166,14 +167,16 @@ class KernelEnv(gym.Env):
             raise ValueError(f"task {task!r} has no shapes in split {split!r}")
         if measure == "gpu" and evaluator is None:
             _require_cuda()
-        backend = make_backend(measure, hardware)
+        self.target = load_target(hardware)   # the hardware facts, for every part below
+        backend = make_backend(measure, self.target)
         if measure == "gpu" and correctness == "interpreter":
             correctness = "none"  # the GPU worker checks numerics itself, at the real shape
         self._owns_evaluator = evaluator is None
         self.evaluator = evaluator or Evaluator(self.task, backend, correctness,
                                                 correctness_timeout=correctness_timeout,
-                                                check_shapes=check_shapes)
-        self.profile = getattr(backend, "profile", None)
+                                                check_shapes=check_shapes,
+                                                target=self.target)
+        self.profile = self.target.profile
         self.reward_fn = load_reward(reward)
         self.catalog = self.space_.catalog()
         n = len(self.catalog)
@@ -426,7 +429,7 @@ class KernelEnv(gym.Env):
         return Action(name)
 
     def _ctx(self) -> dict:
-        return {"sizes": self.sizes, "profile": self.profile}
+        return {"sizes": self.sizes, "target": self.target}
 
     def _event(self, act: Action, prev: State):
         from argus_env.reward import StepEvent

@@ -5,7 +5,8 @@ deepest runtime loop), its tile shape, and the compiler and hardware policies ar
 (pipeline stages, warps, TMA, warp specialization, persistent grid, split-K, swizzle
 group, operand storage order), and counts the work: programs launched, output tiles,
 useful FLOPs and compulsory bytes. It works on any program, written by a transformation
-or by hand; what it cannot find falls back to the defaults Triton would apply.
+or by hand; what it cannot find falls back to the defaults Triton would apply on the
+`Target` (its SM count for `A.num_sms()`, its MMA instruction where a dot has no `mma=`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..dsl.semantic import Scope, Typer
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
 from ..ir.rewrite import walk
+from ..target import Target
 
 TRITON_DEFAULT_STAGES = 3
 
@@ -35,7 +37,7 @@ class KernelFeatures:
     dots: int                    # dots in the main loop body (attention has two)
     num_warps: int
     stages: int                  # software-pipelining depth of the main loop
-    mma: str                     # "wgmma" (Hopper warpgroup MMA) or "mma_v2"
+    mma: str                     # the main dot's instruction: its `mma=`, else the target's
     tma_loads: bool              # main-loop operands arrive by TMA
     tma_store: bool
     warp_specialize: bool
@@ -49,6 +51,8 @@ class KernelFeatures:
     operand_bytes: int           # bytes per operand element
     output_bytes: int
     k_iterations: int            # main-loop trips per tile
+    staging_bytes: int = 0       # shared memory staging the tiles stored by TMA (0: none)
+    tma_pitches: tuple[tuple[str, int], ...] = ()   # TMA tensors: bytes per contiguous row
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,7 +65,10 @@ class KernelFeatures:
         return ",".join(f"{f}={getattr(self, f)}" for f in fields)
 
 
-def extract(program: Program, sizes: dict[str, int], task=None, num_sms: int = 132) -> KernelFeatures:
+def extract(program: Program, sizes: dict[str, int], task=None, *, target: Target) -> KernelFeatures:
+    if not isinstance(target, Target):
+        raise TypeError(f"extract: `target` must be an argus_env.target.Target, got "
+                        f"{type(target).__name__}")
     k = program.kernel
     if task is not None and hasattr(task, "program_sizes"):
         sizes = task.program_sizes(program, sizes)
@@ -73,7 +80,7 @@ def extract(program: Program, sizes: dict[str, int], task=None, num_sms: int = 1
     loop = dot["loop"] if dot else None
     stages = _int_kw(loop, "stages") or int(k.option("num_stages", TRITON_DEFAULT_STAGES))
     consts = k.consts
-    grid = _grid(program, sizes, consts, num_sms)
+    grid = _grid(program, sizes, consts, target.sms)
     programs = 1
     for g in grid:
         programs *= max(g, 0)
@@ -93,14 +100,15 @@ def extract(program: Program, sizes: dict[str, int], task=None, num_sms: int = 1
         task=getattr(task, "name", ""), sizes=tuple(sorted(sizes.items())), flops=flops,
         min_bytes=min_bytes, block_m=bm, block_n=bn, block_k=bk,
         dots=dot["count"] if dot else 0, num_warps=warps, stages=max(1, stages),
-        mma="wgmma" if warps % 4 == 0 and bm >= 64 else "mma_v2",
+        mma=target.mma_of(dot["mma"] if dot else None, warps, bm),
         tma_loads=bool(dot and dot["tma"]), tma_store=finder.tma_store,
         warp_specialize=finder.warp_specialize, persistent=persistent,
         grid_programs=programs, tiles=tiles_mn * split, split_k=split, atomic_output=atomic,
         group_m=int(consts.get("GROUP_M", 1) or 1), kmajor_b=kmajor,
         operand_bytes=dot["bytes"] if dot else 2,
         output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
-        k_iterations=max(1, -(-k_size // (bk * split))))
+        k_iterations=max(1, -(-k_size // (bk * split))),
+        staging_bytes=finder.staging_bytes, tma_pitches=_pitches(program, sizes, finder.tma_tensors))
 
 
 class _MainDot:
@@ -111,6 +119,8 @@ class _MainDot:
         self.typer = Typer(program.kernel)
         self.best: dict | None = None
         self.tma_store = False
+        self.staging_bytes = 0          # bytes of the tiles stored by TMA
+        self.tma_tensors: set[str] = set()
         self.warp_specialize = False
 
     def block(self, stmts, scope: Scope, depth: int, loop) -> None:
@@ -134,8 +144,13 @@ class _MainDot:
         for node in walk(value):
             if isinstance(node, ir.Call) and node.fn == "dot":
                 self.dot(node, scope, depth, loop)
+            if isinstance(node, ir.Call) and node.fn in ("load", "store") and _flag(node, "tma"):
+                self.tma_tensors.add(_tensor(node))
             if isinstance(node, ir.Call) and node.fn == "store" and _flag(node, "tma"):
                 self.tma_store = True
+                tile = self.typer.expr(node.arg("value"), scope)
+                if isinstance(tile, TileT):
+                    self.staging_bytes += tile.dtype.itemsize * _prod(tile.shape)
         if isinstance(s, ir.Assign):
             t = self.typer.expr(value, scope)
             if len(s.targets) == 1:
@@ -146,12 +161,37 @@ class _MainDot:
         if not (isinstance(a, TileT) and isinstance(b, TileT)):
             return
         tma = all(_loads_tma(call.arg(x)) for x in ("a", "b"))
+        mma = call.arg("mma")
         info = {"shape": (a.shape[0], a.shape[1], b.shape[1]), "loop": loop, "depth": depth,
-                "tma": tma, "bytes": a.dtype.itemsize, "count": 1}
+                "tma": tma, "bytes": a.dtype.itemsize, "count": 1,
+                "mma": mma.name if isinstance(mma, ir.Symbol) else None}
         if self.best is None or depth > self.best["depth"]:
             self.best = info
         elif depth == self.best["depth"] and loop is self.best["loop"]:
             self.best["count"] += 1
+
+
+def _tensor(call: ir.Call) -> str | None:
+    ref = call.arg("ref")
+    return ref.base.id if isinstance(ref, ir.Subscript) and isinstance(ref.base, ir.Name) else None
+
+
+def _prod(shape) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _pitches(program: Program, sizes: dict, names: set) -> tuple[tuple[str, int], ...]:
+    """Bytes per row along the contiguous dimension of each tensor accessed by TMA."""
+    out = []
+    for p in program.kernel.tensors:
+        if p.name in names and p.dims:
+            dim = p.dims[0] if p.order == "col_major" else p.dims[-1]
+            if dim in sizes:
+                out.append((p.name, int(sizes[dim]) * _itemsize(p.dtype)))
+    return tuple(out)
 
 
 def _loads_tma(e: ir.Expr) -> bool:

@@ -33,87 +33,20 @@ by default (profiles without a file keep the hand-set values).
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
-import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
+from .. import resources
+from ..resources import Footprint, dot_footprint
+from ..target import HardwareProfile, Target, as_target, available_profiles, load_profile
 from .features import KernelFeatures
 
-HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"
 CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "configs" / "calibration"
-REGISTER_OVERHEAD = 40        # registers per thread besides the accumulator (pointers, indices)
-BARRIER_BYTES_PER_STAGE = 8   # one mbarrier per pipeline stage (Triton's 262176 B = 4 stages)
 WARP_COUNTS = (1, 2, 4, 8, 16)
-DTYPE_NAMES = {1: "fp8", 2: "bf16", 4: "fp32"}
 MMA_RATE_SCALE = {1: 2.0, 2: 1.0, 4: 0.5}   # fp8 doubles the bf16 tensor rate, tf32 halves it
-
-
-# ---------------------------------------------------------------- hardware profiles
-@dataclass(frozen=True)
-class HardwareProfile:
-    """One GPU's limits, read from configs/hardware/<name>.yaml (see its `source` map)."""
-
-    name: str
-    description: str
-    sms: int
-    bf16_tflops_peak: float        # datasheet dense bf16
-    bf16_tflops_achievable: float  # measured library ceiling (cuBLAS), the model's cap
-    fp32_tflops: float
-    dram_tbps: float               # measured copy bandwidth (read + write)
-    dram_tbps_peak: float          # datasheet
-    l2_bytes: int
-    l2_tbps: float                 # L2-to-SM tile-load bandwidth, all SMs together
-    l2_latency_us: float
-    dram_latency_us: float
-    smem_per_sm: int
-    smem_per_block: int
-    smem_reserved_per_block: int
-    regs_per_sm: int
-    max_regs_per_thread: int
-    max_warps_per_sm: int
-    max_blocks_per_sm: int
-    has_wgmma: bool
-    has_tma: bool
-    has_warp_specialization: bool
-    launch_us: float
-    source: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-def _hardware_dir(directory: Path | None) -> Path:
-    return Path(directory or os.environ.get("ARGUS_HARDWARE_DIR") or HARDWARE_DIR)
-
-
-def available_profiles(directory: Path | None = None) -> list[str]:
-    """Profile names (YAML file stems) in the hardware folder."""
-    return sorted(p.stem for p in _hardware_dir(directory).glob("*.yaml"))
-
-
-@lru_cache(maxsize=None)
-def _load(path: Path) -> HardwareProfile:
-    import yaml
-    data = yaml.safe_load(path.read_text()) or {}
-    names = {f.name for f in fields(HardwareProfile)}
-    missing = sorted(names - set(data) - {"source"})
-    extra = sorted(set(data) - names)
-    if missing or extra:
-        raise ValueError(f"{path}: missing fields {missing}, unknown fields {extra}")
-    return HardwareProfile(**data)
-
-
-def load_profile(name: str = "h200", directory: Path | None = None) -> HardwareProfile:
-    """The hardware profile `name`; an unknown name lists the known ones and the closest."""
-    key = name.strip().lower()
-    known = available_profiles(directory)
-    if key not in known:
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown hardware profile {name!r}{hint} "
-                         f"(known: {', '.join(known)}; folder {_hardware_dir(directory)})")
-    return _load(_hardware_dir(directory) / f"{key}.yaml")
 
 
 # ---------------------------------------------------------------- free constants, result
@@ -176,59 +109,40 @@ class Estimate:
 
 
 # ---------------------------------------------------------------- resources and legality
-def smem_bytes(f: KernelFeatures) -> int:
-    """Shared memory per program: the operand ring, TMA-store staging, mbarriers."""
-    ring = f.stages * (f.block_m * f.block_k + f.block_k * f.block_n) * f.operand_bytes
-    staging = f.block_m * f.block_n * f.output_bytes if f.tma_store else 0
-    return ring + staging + BARRIER_BYTES_PER_STAGE * f.stages
+def footprint(f: KernelFeatures) -> Footprint:
+    """The main loop's program as `argus_env.resources` sees it: operand ring, TMA-store
+    staging, one fp32 accumulator per dot."""
+    staging = f.staging_bytes if f.tma_store else 0
+    text = f"{f.block_m}x{f.block_n} output staging" if staging else ""
+    return dot_footprint(f.block_m, f.block_n, f.block_k, f.num_warps, f.stages,
+                          max(1, f.dots), f.operand_bytes, staging, text)
 
 
-def registers_per_thread(f: KernelFeatures) -> int:
-    """The fp32 accumulator spread over the program's threads, plus fixed overhead."""
-    return f.block_m * f.block_n // (32 * f.num_warps) + REGISTER_OVERHEAD
+def occupancy(f: KernelFeatures, target) -> int:
+    """Programs resident per SM (`argus_env.resources.occupancy`)."""
+    return resources.occupancy(footprint(f), as_target(target))
 
 
-def occupancy(f: KernelFeatures, p: HardwareProfile) -> int:
-    """Programs resident per SM, limited by shared memory, registers, warps and blocks."""
-    threads = 32 * f.num_warps
-    regs = -(-registers_per_thread(f) // 8) * 8           # allocation granularity
-    return max(0, min(p.max_blocks_per_sm, p.max_warps_per_sm // f.num_warps,
-                      p.regs_per_sm // (regs * threads),
-                      p.smem_per_sm // (smem_bytes(f) + p.smem_reserved_per_block)))
-
-
-def legality(f: KernelFeatures, p: HardwareProfile) -> list[str]:
-    """Why this configuration cannot run on `p`, one sentence per reason (empty: it can)."""
+def legality(f: KernelFeatures, target) -> list[str]:
+    """Why this configuration cannot run on `target`, one sentence per reason (empty: it can)."""
+    t = as_target(target)
     reasons = []
     for dim, v in (("block_m", f.block_m), ("block_n", f.block_n), ("block_k", f.block_k)):
         if v < 16 or v & (v - 1):
             reasons.append(f"tile: {dim}={v} must be a power of two >= 16")
     if f.num_warps not in WARP_COUNTS:
         reasons.append(f"warps: num_warps={f.num_warps} is not one of {WARP_COUNTS}")
-    smem = smem_bytes(f)
-    if smem > p.smem_per_block:
-        dt = DTYPE_NAMES.get(f.operand_bytes, f"{f.operand_bytes}-byte")
-        parts = [f"{f.stages} stages x ({f.block_m}x{f.block_k} + {f.block_k}x{f.block_n}) {dt}"]
-        if f.tma_store:
-            parts.append(f"{f.block_m}x{f.block_n} output staging")
-        parts.append(f"{BARRIER_BYTES_PER_STAGE * f.stages} B barriers")
-        reasons.append(f"shared memory: {' + '.join(parts)} = {smem} B > "
-                       f"{p.smem_per_block} B per block on {p.name}")
-    regs = registers_per_thread(f)
-    if regs > p.max_regs_per_thread:
-        reasons.append(f"registers: the {f.block_m}x{f.block_n} fp32 accumulator over "
-                       f"{32 * f.num_warps} threads needs {regs - REGISTER_OVERHEAD} registers "
-                       f"per thread (+{REGISTER_OVERHEAD} overhead = {regs}) > "
-                       f"{p.max_regs_per_thread}")
-    if f.mma == "wgmma" and not p.has_wgmma:
-        reasons.append(f"wgmma: {p.name} has no warpgroup MMA (Hopper sm_90a only)")
-    elif f.mma == "wgmma" and (f.num_warps % 4 or f.block_m < 64):
-        reasons.append(f"wgmma: needs whole warpgroups and block_m >= 64, got "
-                       f"{f.num_warps} warps and block_m={f.block_m}")
-    if (f.tma_loads or f.tma_store) and not p.has_tma:
-        reasons.append(f"TMA: {p.name} has no tensor memory accelerator (sm_90+)")
-    if f.warp_specialize and not p.has_warp_specialization:
-        reasons.append(f"warp specialization: not available on {p.name} (sm_90+)")
+        return reasons
+    reasons += resources.limits(footprint(f), t)
+    mma = t.mma_reason(f.mma, f.num_warps, f.block_m)
+    if mma:
+        reasons.append(mma)
+    if f.tma_loads or f.tma_store:
+        tma = t.tma_reason(dict(f.tma_pitches))
+        if tma:
+            reasons.append(tma)
+    if f.warp_specialize and t.warp_specialization_reason():
+        reasons.append(t.warp_specialization_reason())
     return reasons
 
 
@@ -262,15 +176,15 @@ def _shape(f: KernelFeatures) -> _Shape:
         k = f.k_iterations * f.block_k * f.split_k
     bk = min(f.block_k, k)
     rows, cols = min(f.block_m, m), min(f.block_n, n)
-    gemm = {"M", "N", "K"} <= s.keys()
-    plain = gemm and not f.tma_loads
+    mnk = {"M", "N", "K"} <= s.keys()
+    plain = mnk and not f.tma_loads
     # TMA fills whole boxes: out-of-bounds rows arrive as zeros and cost the feed
     box_m, box_n = (f.block_m, f.block_n) if f.tma_loads else (rows, cols)
     return _Shape(m, n, k, -(-m // f.block_m), -(-n // f.block_n),
                   box_m * bk * f.operand_bytes * f.dots, box_n * bk * f.operand_bytes * f.dots,
                   rows * cols * f.output_bytes,
                   plain and k % 16 != 0, plain and (k if f.kmajor_b else n) % 16 != 0,
-                  gemm and not f.tma_store and n % 16 != 0)
+                  mnk and not f.tma_store and n % 16 != 0)
 
 
 def _hit(working_set: float, l2: float, c: CalibrationParams) -> float:
@@ -384,13 +298,14 @@ def _pnorm(a: float, b: float, p: float) -> float:
     return hi * (1.0 + (min(a, b) / hi) ** p) ** (1.0 / p) if hi > 0 else 0.0
 
 
-def estimate(f: KernelFeatures, profile: HardwareProfile,
+def estimate(f: KernelFeatures, target: Target | HardwareProfile,
              params: CalibrationParams | None = None) -> Estimate:
-    """Predicted time and throughput of `f` on `profile` (see the module docstring), with
-    `params` or else the profile's calibrated constants."""
-    c, p = params or CalibrationParams.load(profile.name), profile
-    reasons = legality(f, p)
-    occ = occupancy(f, p)
+    """Predicted time and throughput of `f` on `target` (see the module docstring), with
+    `params` or else the target's calibrated constants."""
+    t = as_target(target)
+    c, p = params or CalibrationParams.load(t.name), t.profile
+    reasons = legality(f, t)
+    occ = resources.occupancy(footprint(f), t)
     if reasons or occ < 1:
         reasons = reasons or [f"occupancy: no program fits on one SM of {p.name}"]
         return Estimate(math.inf, 0.0, "illegal", False, reasons, {}, occ)
@@ -433,5 +348,5 @@ def _bound(b: dict[str, float], t_kernel_us: float, t_chip_us: float, sm: dict) 
 DEFAULT_PARAMS = CalibrationParams()   # hand-set; `estimate` uses CalibrationParams.load
 
 __all__ = ["HardwareProfile", "CalibrationParams", "Estimate", "load_profile",
-           "available_profiles", "legality", "occupancy", "smem_bytes", "registers_per_thread",
-           "dram_traffic", "estimate", "DEFAULT_PARAMS", "CALIBRATION_DIR"]
+           "available_profiles", "legality", "occupancy", "footprint", "dram_traffic",
+           "estimate", "DEFAULT_PARAMS", "CALIBRATION_DIR"]

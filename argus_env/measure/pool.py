@@ -8,7 +8,7 @@
 
     env = gym.make("Argus-GEMM-v0", measure="pool")     # via PoolBackend / make_backend
 
-Each actor (`MeasureActor`) holds one backend from `backends.make_backend`: with
+Each actor (`MeasureActor`) holds one backend from `local.make_local_backend`: with
 `num_gpus_per_worker > 0` the live `gpu` backend (its own worker process on the GPU Ray
 assigned to the actor, `CUDA_VISIBLE_DEVICES` set by Ray), with 0 a CPU stand-in that
 runs the same request path with the `model` (or `table`) backend and, with
@@ -45,7 +45,9 @@ import os
 import time
 
 from ..dsl.program import Program
-from .backends import Backend, Measurement, make_backend
+from ..target import Target, as_target
+from .local import make_local_backend
+from .measurement import Backend, Measurement
 
 NAMESPACE = "argus"
 MEASUREMENT_FIELDS = ("backend", "ok", "ms", "tflops", "anchor_tflops", "roofline_tflops",
@@ -81,7 +83,7 @@ class MeasureActor:
         if check not in ("none", "interpreter"):
             raise ValueError(f"check must be 'none' or 'interpreter', got {check!r}")
         self.index, self.check = index, check
-        self.backend = make_backend(backend, hardware, **(options or {}))
+        self.backend = make_local_backend(backend, hardware, **(options or {}))
         self.served = 0
 
     def measure(self, program_text: str, task: str, sizes: dict) -> dict:
@@ -194,9 +196,11 @@ class PoolBackend(Backend):
 
     name = "pool"
 
-    def __init__(self, hardware: str = "h200", pool: MeasurePool | None = None, **pool_options):
-        from .model import load_profile
-        self.profile = load_profile(hardware)
+    def __init__(self, hardware: Target | str = "h200", pool: MeasurePool | None = None,
+                 **pool_options):
+        self.target = as_target(hardware)
+        self.profile = self.target.profile
+        hardware = self.target.name       # the actors build their own target by name
         if pool is None:
             env = os.environ
             pool_options.setdefault("num_workers", int(env.get("ARGUS_POOL_WORKERS", "1")))

@@ -44,9 +44,17 @@ import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from argus_env import resources
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
 from argus_env.ir.rewrite import walk
+from argus_env.resources import Footprint
+from argus_env.target import as_target
+
+#: registers per thread besides the loop's fp32 values: the generic overhead plus the row
+#: statistics (running maximum, row sum, rescale factor) and the key-loop indices
+REGISTER_OVERHEAD = 48
+DEFAULT_STAGES = 2            # the K/V pipeline depth priced where the loop names none
 
 CALIBRATION = Path(__file__).resolve().parents[2] / "configs" / "calibration" / "attention_h200.json"
 
@@ -93,6 +101,38 @@ class AttnFeatures:
     warp_specialize: bool = False
     persistent: bool = False
     gqa_pack: bool = False
+    mma: tuple[str | None, ...] = (None,)   # the products' `mma=` choices (None: the target's)
+
+
+def footprint(block_m: int, block_n: int, head_dim: int, num_warps: int, stages: int,
+              tma: bool) -> Footprint:
+    """One program: a ring of K and V blocks, the Q tile (and with TMA the O tile's store
+    staging) held throughout, the fp32 accumulator and scores live across the key loop."""
+    staging = block_m * head_dim * 2 if tma else 0
+    return Footprint(num_warps, stages, 2 * block_n * head_dim * 2,
+                     resident_bytes=block_m * head_dim * 2 + staging,
+                     fp32_values=block_m * head_dim + block_m * block_n,
+                     register_overhead=REGISTER_OVERHEAD, stage_text=f"K,V {block_n}x{head_dim}",
+                     dtype_text="bf16", resident_text=f"Q {block_m}x{head_dim}"
+                     + (f" + O {block_m}x{head_dim} staging" if tma else ""),
+                     values_text=f"accumulator {block_m}x{head_dim} and scores "
+                                 f"{block_m}x{block_n}")
+
+
+def hardware_reasons(f: "AttnFeatures", head_dim: int, target) -> list[str]:
+    """What the target refuses of these choices (the space's hardware preconditions)."""
+    t = as_target(target)
+    reasons = resources.limits(footprint(f.block_m, f.block_n, head_dim, f.num_warps, f.stages,
+                                         f.tma), t)
+    if f.tma and t.tma_reason({"q": head_dim * 2}):
+        reasons.append(t.tma_reason({"q": head_dim * 2}))
+    if f.warp_specialize and t.warp_specialization_reason():
+        reasons.append(t.warp_specialization_reason())
+    for mma in f.mma:
+        reason = t.mma_reason(t.mma_of(mma, f.num_warps, f.block_m), f.num_warps, f.block_m)
+        if reason:
+            reasons.append(reason)
+    return reasons
 
 
 def features(program: Program) -> AttnFeatures:
@@ -104,7 +144,10 @@ def features(program: Program) -> AttnFeatures:
     # key loops hold the products and no loop of their own (a persistent tile loop holds both)
     key_loops = [n for n in loops if any(isinstance(x, ir.Call) and x.fn == "dot" for x in walk(n))
                  and not any(isinstance(x, ir.For) for x in walk(n) if x is not n)]
-    stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")), 2)
+    stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")),
+                  DEFAULT_STAGES)
+    mmas = tuple(sorted({c.arg("mma").name if isinstance(c.arg("mma"), ir.Symbol) else None
+                         for c in calls if c.fn == "dot"}, key=str)) or (None,)
     q_loads = [x for n in key_loops for x in walk(n) if isinstance(x, ir.Call) and x.fn == "load"
                and _tensor(x) == "q"]
     grid = next((c for c in calls if c.fn == "grid"), None)
@@ -120,7 +163,8 @@ def features(program: Program) -> AttnFeatures:
                             and n.iter.arg("warp_specialize").value for n in loops),
         persistent=any(c.fn == "num_sms" for c in calls),
         gqa_pack=grid is not None and any(getattr(x, "name", getattr(x, "id", None)) == "KVH"
-                                          for x in walk(grid)))
+                                          for x in walk(grid)),
+        mma=mmas)
 
 
 def _tensor(load: ir.Call) -> str | None:
@@ -128,9 +172,10 @@ def _tensor(load: ir.Call) -> str | None:
     return ref.base.id if isinstance(ref, ir.Subscript) and isinstance(ref.base, ir.Name) else None
 
 
-def estimate(program: Program, sizes: dict, profile, params: Params | None = None) -> dict:
-    """Predicted milliseconds and TFLOP/s (with the task's FLOP convention)."""
-    return estimate_features(features(program), sizes, profile, params or _default())
+def estimate(program: Program, sizes: dict, target, params: Params | None = None) -> dict:
+    """Predicted milliseconds and TFLOP/s (with the task's FLOP convention) on `target`
+    (a `Target`, a hardware profile or its name)."""
+    return estimate_features(features(program), sizes, target, params or _default())
 
 
 _PARAMS: list = []
@@ -142,8 +187,14 @@ def _default() -> Params:
     return _PARAMS[0]
 
 
-def estimate_features(f: AttnFeatures, sizes: dict, profile, p: Params) -> dict:
+def estimate_features(f: AttnFeatures, sizes: dict, target, p: Params) -> dict:
     b, h, sq, sk, d = (sizes[x] for x in ("B", "H", "SQ", "SK", "D"))
+    target = as_target(target)
+    profile = target.profile
+    reasons = hardware_reasons(f, d, target)
+    if reasons:
+        return {"ms": math.inf, "tflops": 0.0, "bound": "illegal", "features": asdict(f),
+                "reasons": reasons}
     kvh = sizes.get("KVH", h)
     group = max(1, h // max(kvh, 1))
     causal = bool(sizes.get("CAUSAL", 0))
@@ -154,9 +205,15 @@ def estimate_features(f: AttnFeatures, sizes: dict, profile, p: Params) -> dict:
     # average key blocks a program visits
     steps = (steps_full + 1) / 2 + max(span, f.block_n) / f.block_n / 2 \
         if causal and f.skip_blocks else steps_full
-    wgmma = f.num_warps % 4 == 0 and f.block_m >= 64
+    used = {target.mma_of(m, f.num_warps, f.block_m) for m in f.mma}
+    mma = "fma" if "fma" in used else ("mma_v2" if "mma_v2" in used else "wgmma")  # the slowest
+    wgmma = mma == "wgmma"
     rate = profile.bf16_tflops_achievable * 1e12 / profile.sms  # flop/s per SM
-    mma_s = 4.0 * f.block_m * f.block_n * d / (rate * (p.mma_efficiency if wgmma else p.mma_v2_efficiency))
+    if mma == "fma":   # no tensor cores: the CUDA cores' fp32 rate
+        rate, efficiency = profile.fp32_tflops * 1e12 / profile.sms, 1.0
+    else:
+        efficiency = p.mma_efficiency if wgmma else p.mma_v2_efficiency
+    mma_s = 4.0 * f.block_m * f.block_n * d / (rate * efficiency)
     soft_s = f.block_m * f.block_n / 1000 * p.softmax_ns_per_kelem * 1e-9 * \
         (1.0 if f.exp2 else p.exp_penalty) * (4 / f.num_warps) ** 0.5
     if f.lazy_rescale:
@@ -166,17 +223,17 @@ def estimate_features(f: AttnFeatures, sizes: dict, profile, p: Params) -> dict:
     overhead = p.step_overhead_ns * 1e-9 * (p.tma_gain if f.tma else 1.0) * \
         p.stage_gain ** max(f.stages - 1, 0) * (p.small_block_penalty if f.block_n <= 32 else 1.0) * \
         (p.ws_overhead if f.warp_specialize else 1.0)
-    regs = (f.block_m * d + f.block_m * f.block_n) // (32 * f.num_warps) + 48
+    fp = footprint(f.block_m, f.block_n, d, f.num_warps, f.stages, f.tma)
+    regs = resources.registers_per_thread(fp)
     if f.q_in_registers:
         # wgmma reads Q from shared memory; the mma_v2 path holds it in registers
         regs += 0 if wgmma else f.block_m * d // (64 * f.num_warps)   # bf16, two per register
-        if regs > getattr(profile, "max_regs_per_thread", 255):
+        if regs > target.max_regs_per_thread:
             step_s *= p.spill_penalty
     else:
         overhead += f.block_m * d * 2 / p.l2_bytes_per_ns * 1e-9 * (1 - p.reload_hidden)
     per_program = steps * (step_s + overhead)
-    smem = f.block_m * d * 2 + f.stages * 2 * f.block_n * d * 2
-    resident = max(1, min(profile.smem_per_sm // max(smem, 1), 2048 // (32 * f.num_warps)))
+    resident = resources.occupancy(fp, target)
     programs = q_blocks * b * (kvh if packed else h)
     slots = profile.sms * resident
     waves = programs / slots

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from argus_env.space import TaskSpace, Transform
+from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
+
+from .model import DEFAULT_STAGES, footprint
 
 #: lazy rescaling: a row's reference maximum moves only when the block maximum exceeds it
 #: by more than this many binary orders of magnitude (probabilities stay below 2**8)
@@ -68,28 +70,14 @@ class AttentionConfig:
 BASELINE = AttentionConfig()
 EXPERT = AttentionConfig(128, 64, 8, 3, True, True, True, True, True)
 
-HEADER = '''from argus_env import dsl as A
-
-
-@A.kernel(num_warps={warps})
-def attention(
-    q: A.Tensor[A.bf16, "B", "H", "SQ", "D"],
-    k: A.Tensor[A.bf16, "B", "KVH", "SK", "D"],
-    v: A.Tensor[A.bf16, "B", "KVH", "SK", "D"],
-    o: A.Tensor[A.bf16, "B", "H", "SQ", "D"],
-    BM: A.const = {bm},
-    BN: A.const = {bn},
-    HEAD_DIM: A.const = 128,
-    GROUP: A.const = 1,
-    CAUSAL: A.const = 0,
-    SCALE: A.const = 0.08838834764831845,
-):
-    """Attention: {summary}."""
-'''
+#: the problem constants' placeholders (`Task.bind` sets them from the shape)
+PROBLEM_CONSTS = {"HEAD_DIM": 128, "GROUP": 1, "CAUSAL": 0, "SCALE": 0.08838834764831845}
 
 
 def render(c: AttentionConfig) -> str:
-    head = HEADER.format(warps=c.num_warps, bm=c.block_m, bn=c.block_n, summary=c.summary())
+    head = kernel_header("attention", SPACE.signature,
+                         {"BM": c.block_m, "BN": c.block_n, **PROBLEM_CONSTS}, c.num_warps,
+                         f"Attention: {c.summary()}.")
     top, ids = _grid(c)
     body = ids + _indices(c)
     scale = "SCALE * 1.4426950408889634" if c.fold_log2e else "SCALE"
@@ -207,21 +195,9 @@ def _group(ctx: dict) -> int:
     return max(1, sizes.get("H", 1) // max(1, sizes.get("KVH", 1)))
 
 
-def _resources(c: AttentionConfig, ctx: dict) -> str | None:
-    d = (ctx.get("sizes") or {}).get("D", 128)
-    profile = ctx.get("profile")
-    limit = getattr(profile, "smem_per_block", 232448)
-    stages = c.stages or 2
-    smem = c.block_m * d * 2 + stages * 2 * c.block_n * d * 2 + (c.block_m * d * 2 if c.tma else 0)
-    if smem > limit:
-        return (f"shared memory: Q {c.block_m}x{d} + {stages} stages x K,V {c.block_n}x{d} bf16 "
-                f"= {smem} B > {limit} B per block")
-    regs = (c.block_m * d + c.block_m * c.block_n) // (32 * c.num_warps) + 48
-    if regs > getattr(profile, "max_regs_per_thread", 255):
-        return (f"registers: accumulator {c.block_m}x{d} and scores {c.block_m}x{c.block_n} need "
-                f"about {regs} per thread with {c.num_warps} warps")
-    if c.tma and d % 8:
-        return "TMA needs 16-byte rows: head dim must be a multiple of 8"
+def structure_reason(c: AttentionConfig, ctx: dict) -> str | None:
+    """Choices that do not combine or do not fit the problem (GQA packing, warp
+    specialization's TMA and pipeline)."""
     if c.gqa_pack:
         group = _group(ctx)
         if group == 1:
@@ -230,8 +206,6 @@ def _resources(c: AttentionConfig, ctx: dict) -> str | None:
             return (f"GQA packing puts the {group} query heads of a KV head in one tile: "
                     f"BM={c.block_m} must be a multiple of {group}")
     if c.warp_specialize:
-        if profile is not None and not getattr(profile, "has_warp_specialization", True):
-            return f"{getattr(profile, 'name', 'this GPU')} has no warp specialization"
         if not c.tma:
             return "warp specialization needs TMA loads (the producer warps issue them)"
         if (c.stages or 0) < 2:
@@ -239,10 +213,27 @@ def _resources(c: AttentionConfig, ctx: dict) -> str | None:
     return None
 
 
+def hardware_reason(c: AttentionConfig, ctx: dict) -> str | None:
+    """What the target refuses: shared memory and registers, TMA's 16-byte rows, warp
+    specialization (the cost model's `hardware_reasons`, the same rules)."""
+    target, d = target_of(ctx), (ctx.get("sizes") or {}).get("D", 128)
+    reason = resource_reason(footprint(c.block_m, c.block_n, d, c.num_warps,
+                                      c.stages or DEFAULT_STAGES, c.tma), ctx)
+    if reason:
+        return reason
+    if c.tma and target.tma_reason({"q": d * 2}):
+        return target.tma_reason({"q": d * 2})
+    if c.warp_specialize and target.warp_specialization_reason():
+        return target.warp_specialization_reason()
+    return None
+
+
+def _resources(c: AttentionConfig, ctx: dict) -> str | None:
+    return structure_reason(c, ctx) or hardware_reason(c, ctx)
+
+
 def _with(field):
-    def check(c: AttentionConfig, value, ctx: dict) -> str | None:
-        return _resources(replace(c, **{field: value}), ctx)
-    return check
+    return edit(field, _resources)
 
 
 def _causal_only(field):
@@ -299,12 +290,19 @@ TRANSFORMS = (
 
 class AttentionSpace(TaskSpace):
     transforms = TRANSFORMS
+    task_name = "attention"
 
     def baseline(self) -> AttentionConfig:
         return BASELINE
 
     def render(self, config: AttentionConfig) -> str:
         return render(config)
+
+    def structure_reason(self, config: AttentionConfig, ctx: dict) -> str | None:
+        return structure_reason(config, ctx)
+
+    def hardware_reason(self, config: AttentionConfig, ctx: dict) -> str | None:
+        return hardware_reason(config, ctx)
 
 
 SPACE = AttentionSpace()
@@ -319,7 +317,7 @@ def table_configurations() -> list[AttentionConfig]:
                                   (128, 64, 4, 3), (64, 64, 4, 3)):
         out.append(AttentionConfig(bm, bn, warps, stages, True, True, True, True, True))
     out.append(AttentionConfig(128, 64, 8, 3, True, True, True, True, False))  # no TMA
-    return _legal(out, {"sizes": {"D": 128}})
+    return SPACE.legal_configurations(out, {"sizes": {"D": 128}})
 
 
 def structure_configurations(sizes: dict) -> list[AttentionConfig]:
@@ -331,13 +329,4 @@ def structure_configurations(sizes: dict) -> list[AttentionConfig]:
            replace(EXPERT, warp_specialize=True), replace(EXPERT, persistent=True),
            replace(EXPERT, gqa_pack=True), replace(EXPERT, persistent=True, warp_specialize=True),
            replace(EXPERT, rescale="lazy", persistent=True, gqa_pack=True)]
-    return _legal([EXPERT] + one, {"sizes": sizes})
-
-
-def _legal(configs: list[AttentionConfig], ctx: dict) -> list[AttentionConfig]:
-    seen, legal = set(), []
-    for c in configs:
-        if c not in seen and _resources(c, ctx) is None:
-            seen.add(c)
-            legal.append(c)
-    return legal
+    return SPACE.legal_configurations([EXPERT] + one, {"sizes": sizes})

@@ -3,17 +3,17 @@
 `GemmConfig` names every choice a GEMM program makes here; `render` writes the program
 (the baseline, expert and split-K programs in `programs/` are renderings of configs, which
 a test checks). Transformations are edits of one field each, with preconditions on the
-configuration, the problem shape and the hardware profile.
+configuration, the problem shape and the target (`argus_env.space`'s toolkit).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from argus_env.space import TaskSpace, Transform
+from argus_env.resources import Footprint, dot_footprint
+from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
 
-SMEM_PER_BLOCK = 232448       # H100/H200 default when no profile is given
-MAX_REGS_PER_THREAD = 255
+TRITON_DEFAULT_STAGES = 3     # Triton's pipelining depth where the loop names none
 
 
 @dataclass(frozen=True)
@@ -60,21 +60,15 @@ SPLITK = GemmConfig(split_k=4, combine="atomic")
 
 # ---------------------------------------------------------------- rendering
 def render(c: GemmConfig) -> str:
-    lines = ["from argus_env import dsl as A", "", "",
-             f"@A.kernel(num_warps={c.num_warps})", "def gemm(",
-             '    a: A.Tensor[A.bf16, "M", "K"],',
-             '    b: A.Tensor[A.bf16, "K", "N"' + (", A.col_major" if c.kmajor_b else "") + "],",
-             '    c: A.Tensor[A.bf16, "M", "N"],',
-             f"    BM: A.const = {c.block_m},", f"    BN: A.const = {c.block_n}",
-             f"    BK: A.const = {c.block_k},"]
-    lines[-2] += ","
+    consts = {"BM": c.block_m, "BN": c.block_n, "BK": c.block_k}
     if c.group_m > 1:
-        lines.append(f"    GROUP_M: A.const = {c.group_m},")
+        consts["GROUP_M"] = c.group_m
     if c.split_k > 1:
-        lines.append(f"    SPLIT_K: A.const = {c.split_k},")
-    lines += ["):", f'    """GEMM: {c.summary()}."""']
+        consts["SPLIT_K"] = c.split_k
+    head = kernel_header("gemm", SPACE.signature, consts, c.num_warps, f"GEMM: {c.summary()}.",
+                         orders={"b": "col_major"} if c.kmajor_b else None)
     body = _grid(c) + _tile_loop(c)
-    return "\n".join(lines + ["    " + b if b else b for b in body]) + "\n"
+    return head + "\n".join("    " + b if b else b for b in body) + "\n"
 
 
 def _grid(c: GemmConfig) -> list[str]:
@@ -170,51 +164,63 @@ def _subtiled(c: GemmConfig) -> list[str]:
 
 
 # ---------------------------------------------------------------- preconditions
-def _resources(c: GemmConfig, ctx: dict) -> str | None:
-    profile = ctx.get("profile")
-    smem_limit = getattr(profile, "smem_per_block", SMEM_PER_BLOCK)
-    stages = c.stages or 3
-    smem = stages * (c.block_m * c.block_k + c.block_k * c.block_n) * 2
-    smem += c.block_m * c.block_n * 2 if c.tma and not c.split_k > 1 else 0
-    if smem > smem_limit:
-        return (f"shared memory: {stages} stages x ({c.block_m}x{c.block_k} + {c.block_k}x"
-                f"{c.block_n}) bf16{' + output staging' if c.tma else ''} = {smem} B > "
-                f"{smem_limit} B per block")
-    regs = c.block_m * c.block_n // (32 * c.num_warps) + 40
-    limit = getattr(profile, "max_regs_per_thread", MAX_REGS_PER_THREAD)
-    if regs > limit:
-        return (f"registers: the {c.block_m}x{c.block_n} f32 accumulator needs about {regs} "
-                f"registers per thread with {c.num_warps} warps (limit {limit})")
-    if c.block_m < 16 * c.num_warps // 4 or c.block_m * c.block_n < 32 * c.num_warps * 4:
-        return f"{c.num_warps} warps need a larger tile than {c.block_m}x{c.block_n}"
-    return None
+def footprint(c: GemmConfig) -> Footprint:
+    """One program's shared memory and registers: the A/B ring, the fp32 accumulators
+    (two half-width ones when subtiled) and the TMA-store staging of the output tile."""
+    staged = c.tma and not (c.split_k > 1 and c.combine == "atomic")
+    halves = c.subtile if c.subtile > 1 else 1
+    return dot_footprint(c.block_m, c.block_n // halves, c.block_k, c.num_warps,
+                         c.stages or TRITON_DEFAULT_STAGES, halves, 2,
+                         c.block_m * c.block_n * 2 if staged else 0,
+                         f"{c.block_m}x{c.block_n} output staging" if staged else "")
 
 
-def _with(change):
-    """A precondition that checks the configuration the transformation would produce."""
-    def check(c: GemmConfig, value, ctx: dict) -> str | None:
-        from dataclasses import replace
-        new = replace(c, **{change: value})
-        return _shape_ok(new, ctx) or _resources(new, ctx)
-    return check
-
-
-def _shape_ok(c: GemmConfig, ctx: dict) -> str | None:
+def structure_reason(c: GemmConfig, ctx: dict) -> str | None:
+    """Choices that do not combine (the transitions below keep to them, with messages on
+    what to undo first) or do not fit the problem (a too narrow subtile, more splits
+    than k-tiles)."""
     sizes = ctx.get("sizes", {})
+    if c.warp_specialize and not (c.persistent and c.tma and c.num_warps >= 8):
+        return "warp specialization needs the persistent grid, TMA loads and at least 8 warps"
+    if c.split_k > 1 and (c.persistent or c.subtile > 1):
+        return "split-K needs a grid axis per split and one accumulator per tile"
+    if c.subtile > 1 and c.block_n < 32:
+        return f"a {c.block_n}-column tile is too narrow to split"
     if c.subtile > 1 and c.block_n // c.subtile < 16:
         return f"a {c.block_n}-column tile is too narrow to split in {c.subtile}"
     k = sizes.get("K", 0)
     if c.split_k > 1 and k and -(-k // c.block_k) < c.split_k:
         return f"split_k {c.split_k} exceeds the {-(-k // c.block_k)} k-tiles of K={k}"
-    if c.tma:
-        profile = ctx.get("profile")
-        if profile is not None and not getattr(profile, "has_tma", True):
-            return f"{getattr(profile, 'name', 'this GPU')} has no TMA unit"
-        bad = [d for d in ("K", "N") if sizes.get(d, 8) % 8]
-        if bad:
-            return (f"TMA needs 16-byte aligned rows: {bad[0]}={sizes[bad[0]]} is not a "
-                    "multiple of 8 bf16 elements")
     return None
+
+
+def hardware_reason(c: GemmConfig, ctx: dict) -> str | None:
+    """What the target refuses: TMA (and its 16-byte rows), warp specialization, wgmma on
+    the TMA path's warps, shared memory and registers, warps for the tile."""
+    target, sizes = target_of(ctx), ctx.get("sizes", {})
+    if c.tma:
+        pitches = {t: sizes[d] * 2 for t, d in (("a", "K"), ("b", "K" if c.kmajor_b else "N"),
+                                                ("c", "N")) if d in sizes}
+        reason = target.tma_reason(pitches) or target.mma_reason("wgmma", c.num_warps, c.block_m)
+        if reason:
+            return reason
+    if c.warp_specialize and target.warp_specialization_reason():
+        return target.warp_specialization_reason()
+    reason = resource_reason(footprint(c), ctx)
+    if reason:
+        return reason
+    if c.block_m < 16 * c.num_warps // 4 or c.block_m * c.block_n < 32 * c.num_warps * 4:
+        return f"{c.num_warps} warps need a larger tile than {c.block_m}x{c.block_n}"
+    return None
+
+
+def _legal(c: GemmConfig, ctx: dict) -> str | None:
+    return structure_reason(c, ctx) or hardware_reason(c, ctx)
+
+
+def _with(field):
+    """A precondition that checks the configuration the transformation would produce."""
+    return edit(field, _legal)
 
 
 def _persistent(c: GemmConfig, value, ctx: dict) -> str | None:
@@ -289,6 +295,7 @@ TRANSFORMS = (
 
 class GemmSpace(TaskSpace):
     transforms = TRANSFORMS
+    task_name = "gemm"
 
     def baseline(self) -> GemmConfig:
         return BASELINE
@@ -296,8 +303,13 @@ class GemmSpace(TaskSpace):
     def render(self, config: GemmConfig) -> str:
         return render(config)
 
+    def structure_reason(self, config: GemmConfig, ctx: dict) -> str | None:
+        return structure_reason(config, ctx)
+
+    def hardware_reason(self, config: GemmConfig, ctx: dict) -> str | None:
+        return hardware_reason(config, ctx)
+
     def after(self, config: GemmConfig, name: str) -> GemmConfig:
-        from dataclasses import replace
         if name == "split_k" and config.split_k == 1:
             return replace(config, combine=None)  # nothing left to combine
         if name == "split_k" and config.combine is not None:

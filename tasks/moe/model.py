@@ -28,6 +28,9 @@ from argus_env.ir import nodes as ir
 from argus_env.ir.rewrite import walk
 from argus_env.measure.features import KernelFeatures
 from argus_env.measure.model import estimate as gemm_estimate
+from argus_env.target import Target, as_target
+
+from .space import DEFAULT_STAGES, tma_pitches
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def config(program: Program) -> Config:
     calls = [n for n in walk(k) if isinstance(n, ir.Call)]
     loads = {c.arg("ref").base.id for c in calls if c.fn == "load"}
     loops = [n for n in walk(k) if isinstance(n, ir.For) and n.iter.fn == "range"]
-    stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")), 2)
+    stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")),
+                  DEFAULT_STAGES)
     return Config(int(k.consts.get("BM", 64)), int(k.consts.get("BN", 64)),
                   int(k.consts.get("BK", 32)), int(k.option("num_warps", 4)), int(stages),
                   len(program.info.grids), "xs" not in loads, "g" not in loads,
@@ -83,24 +87,32 @@ def config(program: Program) -> Config:
                       for c in calls))
 
 
-def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, sms: int,
-          atomic: bool) -> KernelFeatures:
+def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, target: Target,
+          atomic: bool, stored_tiles: int, pitches: dict) -> KernelFeatures:
+    """One grouped GEMM launch as the generic model reads it; `stored_tiles` output tiles
+    leave by TMA (staged in shared memory)."""
     tiles = -(-rows // c.bm) * -(-n // c.bn)
     flops = 2.0 * rows * n * kdim * dots
     min_bytes = 2.0 * (rows * kdim + dots * experts * kdim * n + rows * n)
+    tma_store = c.tma and not atomic
     return KernelFeatures(
         task="moe", sizes=(), flops=flops, min_bytes=min_bytes, block_m=c.bm, block_n=c.bn,
         block_k=c.bk, dots=dots, num_warps=c.warps, stages=max(1, c.stages),
-        mma="wgmma" if c.warps % 4 == 0 and c.bm >= 64 else "mma_v2", tma_loads=c.tma,
-        tma_store=c.tma and not atomic, warp_specialize=False, persistent=c.persistent,
-        grid_programs=min(sms, tiles) if c.persistent else tiles, tiles=tiles, split_k=1,
+        mma=target.default_mma(c.warps, c.bm), tma_loads=c.tma,
+        tma_store=tma_store, warp_specialize=False, persistent=c.persistent,
+        grid_programs=min(target.sms, tiles) if c.persistent else tiles, tiles=tiles, split_k=1,
         atomic_output=False, group_m=1, kmajor_b=False, operand_bytes=2, output_bytes=2,
-        k_iterations=max(1, -(-kdim // c.bk)))
+        k_iterations=max(1, -(-kdim // c.bk)),
+        staging_bytes=stored_tiles * c.bm * c.bn * 2 if tma_store else 0,
+        tma_pitches=tuple(pitches.items()) if c.tma else ())
 
 
-def estimate(program: Program, sizes: dict, profile, params: Params | None = None) -> dict:
-    """Predicted milliseconds and TFLOP/s of `program` at `sizes` on `profile`."""
+def estimate(program: Program, sizes: dict, target, params: Params | None = None) -> dict:
+    """Predicted milliseconds and TFLOP/s of `program` at `sizes` on `target` (a `Target`,
+    a hardware profile or its name)."""
     p = params or Params()
+    target = as_target(target)
+    profile = target.profile
     c = config(program)
     t, d, f, e, k = (sizes[n] for n in ("T", "D", "F", "E", "TOPK"))
     counts = expert_rows(t, e, k, int(sizes.get("SKEW", 0)))
@@ -108,9 +120,11 @@ def estimate(program: Program, sizes: dict, profile, params: Params | None = Non
     rows = sum(-(-n // c.bm) * c.bm for n in counts)           # padded rows actually used
     from .routing import padded_rows
     blocks = padded_rows(t, e, k, c.bm) // c.bm                # grid blocks (upper bound)
-    sms = profile.sms
-    up = gemm_estimate(_gemm(c, rows, f, d, active, 2, sms, False), profile)
-    down = gemm_estimate(_gemm(c, rows, d, f, active, 1, sms, c.atomic), profile)
+    sms = target.sms
+    pitches = tma_pitches(sizes)
+    up = gemm_estimate(_gemm(c, rows, f, d, active, 2, target, False,
+                             1 if c.fused_swiglu else 2, pitches), target)
+    down = gemm_estimate(_gemm(c, rows, d, f, active, 1, target, c.atomic, 1, pitches), target)
     if not (up.legal and down.legal):
         return {"ms": math.inf, "tflops": 0.0, "bound": "illegal", "features": c,
                 "reasons": list(dict.fromkeys(up.reasons + down.reasons))}

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from argus_env.space import TaskSpace, Transform
+from argus_env.resources import Footprint, dot_footprint
+from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
+
+DEFAULT_STAGES = 2            # the pipeline depth priced where the loops name none
 
 
 @dataclass(frozen=True)
@@ -59,30 +62,9 @@ class MoEConfig:
 BASELINE = MoEConfig()
 EXPERT = MoEConfig(64, 128, 64, 8, 3, True, True, True, True, True, True, True)
 
-HEADER = '''from argus_env import dsl as A
-
-
-@A.kernel(num_warps={warps})
-def moe(
-    x: A.Tensor[A.bf16, "T", "D"],
-    w_gate: A.Tensor[A.bf16, "E", "D", "F"],
-    w_up: A.Tensor[A.bf16, "E", "D", "F"],
-    w_down: A.Tensor[A.bf16, "E", "F", "D"],
-    topk_weights: A.Tensor[A.f32, "T", "TOPK"],
-    topk_ids: A.Tensor[A.i32, "T", "TOPK"],
-    sorted_ids: A.Tensor[A.i32, "P"],
-    expert_ids: A.Tensor[A.i32, "NB"],
-    out: A.Tensor[A.bf16, "T", "D"],
-{workspaces}    BM: A.const = {bm},
-    BN: A.const = {bn},
-    BK: A.const = {bk},
-    KP: A.const = 2,
-):
-    """MoE expert layer: {summary}."""
-'''
-
-WORKSPACES = {"xs": '"P", "D"', "g": '"P", "F"', "u": '"P", "F"', "h": '"P", "F"',
-              "y": '"P", "D"', "ys": '"T", "TOPK", "D"'}
+#: the intermediates a launch writes for a later one (the launcher allocates them)
+WORKSPACES = {"xs": ("P", "D"), "g": ("P", "F"), "u": ("P", "F"), "h": ("P", "F"),
+              "y": ("P", "D"), "ys": ("T", "TOPK", "D")}
 
 
 def _workspaces(c: MoEConfig) -> list[str]:
@@ -96,9 +78,10 @@ def _workspaces(c: MoEConfig) -> list[str]:
 
 
 def render(c: MoEConfig) -> str:
-    ws = "".join(f"    {n}: A.Tensor[A.bf16, {WORKSPACES[n]}],\n" for n in _workspaces(c))
-    text = HEADER.format(warps=c.num_warps, bm=c.block_m, bn=c.block_n, bk=c.block_k,
-                         summary=c.summary(), workspaces=ws)
+    workspaces = [(n, WORKSPACES[n], "bf16") for n in _workspaces(c)]
+    text = kernel_header("moe", SPACE.signature,
+                         {"BM": c.block_m, "BN": c.block_n, "BK": c.block_k, "KP": 2},
+                         c.num_warps, f"MoE expert layer: {c.summary()}.", workspaces=workspaces)
     launches = []
     if not c.fuse_gather:
         launches.append(_gather())
@@ -248,26 +231,38 @@ def _combine() -> list[str]:
 
 
 # ---------------------------------------------------------------- catalog
-def _resources(c: MoEConfig, ctx: dict) -> str | None:
-    profile = ctx.get("profile")
-    limit = getattr(profile, "smem_per_block", 232448)
-    stages = c.stages or 2
-    # gate/up: A tile and two weight tiles per stage
-    smem = stages * (c.block_m * c.block_k + 2 * c.block_k * c.block_n) * 2
-    if smem > limit:
-        return (f"shared memory: {stages} stages x (A {c.block_m}x{c.block_k} + gate and up "
-                f"{c.block_k}x{c.block_n}) bf16 = {smem} B > {limit} B per block")
-    regs = 2 * c.block_m * c.block_n // (32 * c.num_warps) + 48
-    if regs > getattr(profile, "max_regs_per_thread", 255):
-        return (f"registers: two accumulators {c.block_m}x{c.block_n} need about {regs} per "
-                f"thread with {c.num_warps} warps")
+def footprint(c: MoEConfig) -> Footprint:
+    """The gate/up GEMM's program, the larger of the two: per stage an A tile and the gate
+    and up weight tiles, two fp32 accumulators, and with TMA the staging of its stored
+    tiles (h, or g and u)."""
+    stored = (1 if c.fuse_swiglu else 2) * c.block_m * c.block_n * 2 if c.tma else 0
+    return dot_footprint(c.block_m, c.block_n, c.block_k, c.num_warps,
+                         c.stages or DEFAULT_STAGES, 2, 2, stored,
+                         f"{stored // (c.block_m * c.block_n * 2)} x {c.block_m}x{c.block_n} "
+                         "output staging" if stored else "")
+
+
+def tma_pitches(sizes: dict) -> dict[str, int]:
+    """Row bytes of the tensors the TMA path moves (weights, sorted rows, intermediates)."""
+    return {t: sizes[d] * 2 for t, d in (("w_gate", "F"), ("w_down", "D")) if d in sizes}
+
+
+def hardware_reason(c: MoEConfig, ctx: dict) -> str | None:
+    """What the target refuses: shared memory and registers of the gate/up GEMM, TMA."""
+    reason = resource_reason(footprint(c), ctx)
+    if reason:
+        return reason
+    if c.tma:
+        return target_of(ctx).tma_reason(tma_pitches(ctx.get("sizes") or {}))
     return None
 
 
+def _resources(c: MoEConfig, ctx: dict) -> str | None:
+    return hardware_reason(c, ctx)
+
+
 def _with(field):
-    def check(c: MoEConfig, value, ctx: dict) -> str | None:
-        return _resources(replace(c, **{field: value}), ctx)
-    return check
+    return edit(field, _resources)
 
 
 def _weight(c: MoEConfig, value, ctx: dict) -> str | None:
@@ -299,7 +294,8 @@ TRANSFORMS = (
     Transform("fuse_gather", "fuse_gather", (True, False), "gather token rows in the gate/up "
               "GEMM's loads through sorted_ids (drops the gather launch)"),
     Transform("fuse_swiglu", "fuse_swiglu", (True, False), "SwiGLU in the gate/up GEMM's "
-              "epilogue (drops the SwiGLU launch and the gate/up intermediates)"),
+              "epilogue (drops the SwiGLU launch and the gate/up intermediates)",
+              _with("fuse_swiglu")),
     Transform("fuse_scatter", "fuse_scatter", (True, False), "token sorting in the down GEMM's "
               "epilogue: write its rows to (token, slot) order there (drops the scatter launch); "
               "needs inverse_scatter, else each row lands at its sorted position",
@@ -312,18 +308,23 @@ TRANSFORMS = (
               "launch)", _weight),
     Transform("persistent", "persistent", (True, False), "grouped GEMMs as one persistent "
               "launch each: one program per SM walks every (block, column tile)"),
-    Transform("tma", "tma", (True, False), "weight tiles and sorted-row tiles by TMA"),
+    Transform("tma", "tma", (True, False), "weight tiles and sorted-row tiles by TMA",
+              _with("tma")),
 )
 
 
 class MoESpace(TaskSpace):
     transforms = TRANSFORMS
+    task_name = "moe"
 
     def baseline(self) -> MoEConfig:
         return BASELINE
 
     def render(self, config: MoEConfig) -> str:
         return render(config)
+
+    def hardware_reason(self, config: MoEConfig, ctx: dict) -> str | None:
+        return hardware_reason(config, ctx)
 
 
 SPACE = MoESpace()
@@ -343,9 +344,4 @@ def table_configurations() -> list[MoEConfig]:
         out.append(MoEConfig(bm, bn, bk, warps, stages, **fused))
     out.append(replace(EXPERT, persistent=False))
     out.append(replace(EXPERT, tma=False))
-    seen, legal = set(), []
-    for c in out:
-        if c not in seen and _resources(c, {}) is None:
-            seen.add(c)
-            legal.append(c)
-    return legal
+    return SPACE.legal_configurations(out, {})

@@ -21,6 +21,7 @@ import pytest
 from argus_env.measure.features import extract
 from argus_env.measure.model import (CALIBRATION_DIR, CalibrationParams, estimate,
                                      load_profile)
+from argus_env.target import load_target
 from argus_env.task import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ def test_calibrated_constants_load_with_provenance():
 
 
 def test_estimate_uses_the_calibration_by_default():
-    f = extract(TASK.program("expert"), {"M": 4096, "N": 4096, "K": 4096}, TASK)
+    f = extract(TASK.program("expert"), {"M": 4096, "N": 4096, "K": 4096}, TASK,
+                target=load_target("h200"))
     assert estimate(f, H200) == estimate(f, H200, CalibrationParams.load("h200"))
     assert estimate(f, H200) != estimate(f, H200, CalibrationParams()), "calibration unused"
 

@@ -17,40 +17,43 @@ import pytest
 from argus_env.measure.features import KernelFeatures, extract
 from argus_env.measure.model import (CalibrationParams, Estimate, available_profiles, estimate,
                                      legality, load_profile)
+from argus_env.target import load_target
 from argus_env.task import get_task
 
-H200 = load_profile("h200")
+H200 = load_target("h200")
 TASK = get_task("gemm")
 BOUNDS = {"compute", "memory", "latency", "launch"}
 
 
 def gemm(m: int, n: int, k: int, bm: int = 64, bn: int = 64, bk: int = 32, warps: int = 4,
          stages: int = 3, split: int = 1, persistent: bool = False, tma: bool = False,
-         ws: bool = False, group: int = 1, sms: int = 132) -> KernelFeatures:
+         ws: bool = False, group: int = 1, target=H200) -> KernelFeatures:
     """A GEMM configuration's features, counted the way `extract` counts them."""
+    sms = target.sms
     gm, gn = -(-m // bm), -(-n // bn)
     tiles = gm * gn * split
     return KernelFeatures(
         task="gemm", sizes=(("K", k), ("M", m), ("N", n)), flops=2.0 * m * n * k,
         min_bytes=2.0 * (m * k + k * n + m * n), block_m=bm, block_n=bn, block_k=bk, dots=1,
-        num_warps=warps, stages=stages, mma="wgmma" if warps % 4 == 0 and bm >= 64 else "mma_v2",
+        num_warps=warps, stages=stages, mma=target.default_mma(warps, bm),
         tma_loads=tma, tma_store=tma and split == 1, warp_specialize=ws, persistent=persistent,
         grid_programs=min(sms, gm * gn) if persistent else tiles, tiles=tiles, split_k=split,
         atomic_output=split > 1, group_m=group, kmajor_b=tma, operand_bytes=2, output_bytes=2,
-        k_iterations=max(1, -(-k // (bk * split))))
+        k_iterations=max(1, -(-k // (bk * split))),
+        staging_bytes=bm * bn * 2 if tma and split == 1 else 0,
+        tma_pitches=(("a", 2 * k), ("b", 2 * k), ("c", 2 * n)) if tma else ())
 
 
 def program(name: str, m: int, n: int, k: int, profile=H200) -> Estimate:
-    f = extract(TASK.program(name), {"M": m, "N": n, "K": k}, TASK, num_sms=profile.sms)
+    f = extract(TASK.program(name), {"M": m, "N": n, "K": k}, TASK, target=profile)
     return estimate(f, profile)
 
 
 # ---------------------------------------------------------------- profiles
-@pytest.mark.parametrize("name,sms,wgmma", [("h200", 132, True), ("h100", 132, True),
-                                            ("a100", 108, False)])
-def test_profiles_load(name, sms, wgmma):
+@pytest.mark.parametrize("name,sms,arch", [("h200", 132, 90), ("h100", 132, 90), ("a100", 108, 80)])
+def test_profiles_load(name, sms, arch):
     p = load_profile(name)
-    assert (p.name, p.sms, p.has_wgmma, p.has_tma) == (name, sms, wgmma, wgmma), p
+    assert (p.name, p.sms, p.arch, p.has_tma) == (name, sms, arch, arch >= 90), p
     assert p.bf16_tflops_achievable <= p.bf16_tflops_peak, "measured ceiling above the datasheet"
     assert p.dram_tbps <= p.dram_tbps_peak, "measured bandwidth above the datasheet"
     assert p.smem_per_block <= p.smem_per_sm and p.max_regs_per_thread == 255, p
@@ -60,8 +63,8 @@ def test_profiles_load(name, sms, wgmma):
 
 def test_profile_values_from_measurements():
     assert H200.smem_per_block == 232448, "Triton's OutOfResources limit on the H200"
-    assert H200.bf16_tflops_peak == pytest.approx(989.4) and H200.dram_tbps_peak == 4.8
-    assert 780 <= H200.bf16_tflops_achievable <= 800 and 4.2 <= H200.dram_tbps <= 4.35
+    assert H200.profile.bf16_tflops_peak == pytest.approx(989.4) and H200.profile.dram_tbps_peak == 4.8
+    assert 780 <= H200.profile.bf16_tflops_achievable <= 800 and 4.2 <= H200.profile.dram_tbps <= 4.35
 
 
 @pytest.mark.parametrize("typo", ["h20", "H2000", "h210"])
@@ -101,12 +104,12 @@ def test_bad_tiles_and_warps_rejected():
 
 
 def test_a100_rejects_wgmma_and_tma():
-    a100 = load_profile("a100")
-    f = extract(TASK.program("expert"), {"M": 4096, "N": 4096, "K": 4096}, TASK, num_sms=a100.sms)
+    a100 = load_target("a100")
+    f = extract(TASK.program("expert"), {"M": 4096, "N": 4096, "K": 4096}, TASK, target=a100)
     reasons = estimate(f, a100).reasons
     for word in ("wgmma", "TMA", "warp specialization"):
         assert any(r.startswith(word) for r in reasons), (word, reasons)
-    plain = gemm(4096, 4096, 4096, 64, 64, 32, warps=2, sms=a100.sms)   # mma_v2, cp.async
+    plain = gemm(4096, 4096, 4096, 64, 64, 32, warps=2, target=a100)   # mma_v2, cp.async
     assert estimate(plain, a100).legal
 
 
@@ -185,7 +188,7 @@ def test_deterministic_and_fast():
 def test_params_are_replaceable():
     f = gemm(8192, 8192, 8192, **CONFIGS["expert"])
     slow = estimate(f, H200, CalibrationParams(sustained_fraction=0.5))
-    assert slow.tflops < estimate(f, H200).tflops <= H200.bf16_tflops_achievable
+    assert slow.tflops < estimate(f, H200).tflops <= H200.profile.bf16_tflops_achievable
 
 
 # ---------------------------------------------------------------- H200 anchors (gemm suite)
@@ -196,7 +199,7 @@ def test_expert_beats_baseline_on_large_squares(size, measured_ratio):
     ratio = base.tflops / expert.tflops
     # generous: the predicted baseline/expert throughput ratio within 1.5x of the measured
     assert measured_ratio / 1.5 <= ratio <= measured_ratio * 1.5, (ratio, measured_ratio)
-    assert 0.85 * 669.4 <= expert.tflops <= H200.bf16_tflops_achievable, expert
+    assert 0.85 * 669.4 <= expert.tflops <= H200.profile.bf16_tflops_achievable, expert
 
 
 def test_decode_baseline_and_expert_both_slow():
@@ -225,5 +228,5 @@ def test_helper_matches_extract():
     for name, cfg in (("baseline", CONFIGS["baseline"]), ("expert", CONFIGS["expert"]),
                       ("splitk", CONFIGS["splitk"])):
         for m, n, k in ((16, 4096, 4096), (3000, 5000, 2000)):
-            real = extract(TASK.program(name), {"M": m, "N": n, "K": k}, TASK)
+            real = extract(TASK.program(name), {"M": m, "N": n, "K": k}, TASK, target=H200)
             assert gemm(m, n, k, **cfg) == real, (name, gemm(m, n, k, **cfg), real)

@@ -13,6 +13,7 @@ from argus_env.dsl.program import Program
 from argus_env.measure import oracle
 from argus_env.measure.backends import make_backend
 from argus_env.space import TransformError
+from argus_env.target import load_target
 from argus_env.task import get_task
 from argus_env.tasks.attention.model import features
 from argus_env.tasks.attention.space import BASELINE, EXPERT, render
@@ -55,11 +56,9 @@ def test_preconditions_name_what_is_missing():
     with pytest.raises(TransformError, match="multiple of 3"):
         SPACE.apply(BASELINE, "gqa_pack", True, group3)
 
-    class NoWS:
-        has_warp_specialization = False
-        name = "a100"
-    with pytest.raises(TransformError, match="no warp specialization"):
-        SPACE.apply(EXPERT, "warp_specialize", True, {**gqa, "profile": NoWS()})
+    no_ws = dataclasses.replace(load_target("h200"), name="no-ws", warp_specialization=False)
+    with pytest.raises(TransformError, match="warp specialization: not available on no-ws"):
+        SPACE.apply(EXPERT, "warp_specialize", True, {**gqa, "target": no_ws})
 
 
 CONFIGS = [R(BASELINE, rescale="lazy"), R(EXPERT, rescale="lazy"), R(BASELINE, q_in_registers=False),
