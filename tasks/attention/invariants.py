@@ -1,6 +1,6 @@
 """Attention's invariant pack: online-softmax consistency, the exponent's base, the causal
-mask and the GQA head map, on top of the core tag rules (`argus_env/check/SEMANTICS.md`,
-"Softmax internal tags").
+mask and the GQA head map, on top of the core tag rules (`argus_env/check/SEMANTICS.md`);
+the rules in full are in `INVARIANTS.md` beside this file.
 
 Internal tags, named with "@" so they never meet a tensor's dimension names:
 

@@ -1,5 +1,5 @@
 """MoE's invariant pack: the invariants of routed programs, on top of the core tag rules
-(`argus_env/check/SEMANTICS.md`, "Routed programs").
+(`argus_env/check/SEMANTICS.md`; the rules in full are in `INVARIANTS.md` beside this file).
 
 A routed program reads index arrays a routing step wrote: `sorted_ids[p]`, the (token, slot)
 pair at sorted position p, and `expert_ids[b]`, the expert of block b. The checker does not

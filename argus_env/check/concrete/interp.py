@@ -2,8 +2,7 @@
 
 `Interp.run(pid)` executes the kernel body for one program id tuple: statements in order,
 runtime loops iteration by iteration (so loop-carried values need no special treatment),
-expressions through the op rule tables of `concrete_ops`, `concrete_dot` and
-`concrete_memory`. Violations go to a shared `Recorder`, which keeps the first
+expressions through the op rule tables of `ops`, `dot` and `memory`. Violations go to a shared `Recorder`, which keeps the first
 counterexample per (invariant, source line) and the list of checks made. A `Probe` turns
 the same run into a replay: at the op and iteration a violation names, the rule hands the
 probe the values there.
