@@ -6,6 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import argus_env  # noqa: F401  (registers the ids)
+from argus_env.check.report import SLOT
 from argus_env.envs import ENV_IDS
 
 SHAPE = "square-4096"
@@ -76,7 +77,8 @@ def test_split_k_alone_breaks_coverage_until_combined():
     kinds = {v["invariant"] for v in info["report"]["violations"]}
     assert {"exactly_once", "coverage"} <= kinds, info["report_text"]
     assert reward < 0, reward
-    assert obs["report"][2] > 0 and obs["perf"][0] == 0, "coverage counted, nothing measured"
+    assert obs["report"][SLOT["count:coverage"]] > 0 and obs["perf"][0] == 0, \
+        "coverage counted, nothing measured"
     assert "split-K" in info["program"] and "A.store" in info["program"]
     obs, reward, _, _, info = env.step(index(env, "combine", "atomic"))
     assert info["report"]["ok"], info["report_text"]
