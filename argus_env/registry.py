@@ -21,6 +21,7 @@ TASKS: dict[str, TaskEntry] = {
     "gemm": TaskEntry("argus_env.tasks.gemm", "Argus-GEMM-v0"),
     "attention": TaskEntry("argus_env.tasks.attention", "Argus-Attention-v0"),
     "moe": TaskEntry("argus_env.tasks.moe", "Argus-MoE-v0"),
+    "rmsnorm": TaskEntry("argus_env.tasks.rmsnorm", "Argus-RMSNorm-v0"),
 }
 
 DEFAULT_TASK: str = next(iter(TASKS))
