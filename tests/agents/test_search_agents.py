@@ -15,7 +15,7 @@ from argus_env.envs.record import EpisodeRecord
 
 #: a shape per env whose new programs check quickly under the interpreter
 CHEAP = {"Argus-GEMM-v0": "decode-16", "Argus-Attention-v0": "b4-h32-s4096-d64",
-         "Argus-MoE-v0": "mixtral-decode-16-balanced"}
+         "Argus-MoE-v0": "mixtral-decode-16-balanced", "Argus-RMSNorm-v0": "llama70b-decode-64"}
 
 
 @pytest.mark.parametrize("agent", ["random", "greedy", "evolutionary"])
