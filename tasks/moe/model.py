@@ -46,8 +46,7 @@ def expert_rows(tokens: int, experts: int, topk: int, skew: int, seed: int = 0) 
     """Rows per expert at the shape's seeded routing distribution (what the model prices)."""
     import torch
 
-    from .routing import router_logits, topk as top
-    from .task import SKEW
+    from .routing import SKEW, router_logits, topk as top
     gen = torch.Generator().manual_seed(seed)
     _, ids = top(router_logits(tokens, experts, SKEW * skew, gen), topk)
     return tuple(torch.bincount(ids.flatten().long(), minlength=experts).tolist())

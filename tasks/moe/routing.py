@@ -13,6 +13,8 @@ on real arrays.
 
 from __future__ import annotations
 
+SKEW = 1.5  # Zipf-like popularity exponent of skewed routing (see router_logits)
+
 
 def padded_rows(tokens: int, experts: int, topk: int, block: int) -> int:
     """Positions of the aligned array: every pair, plus at most block - 1 padding rows for

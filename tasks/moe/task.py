@@ -21,7 +21,6 @@ from . import routing
 from .invariants import PACK
 
 HERE = Path(__file__).parent
-SKEW = 1.5  # Zipf-like popularity exponent of skewed routing (see routing.router_logits)
 MODELS = {  # E experts, top-k, hidden D, expert FFN width F
     "mixtral": (8, 2, 4096, 14336),      # Mixtral-8x7B
     "qwen3": (128, 8, 2048, 768),        # Qwen3-30B-A3B
