@@ -18,6 +18,7 @@ from argus_env.ir.rewrite import with_const
 from argus_env.task import ShapeCase, Sizes, Task, Tolerance, register_task
 
 from . import routing
+from .routing import SKEW
 from .invariants import PACK
 
 HERE = Path(__file__).parent
