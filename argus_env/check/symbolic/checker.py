@@ -21,7 +21,7 @@ from dataclasses import replace
 import z3
 
 from ...dsl.program import Program
-from ...dsl.semantic import Typer, launches
+from ...dsl.semantic import launches
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from ..pack import pack_of
@@ -60,7 +60,6 @@ class Checker:
         self.num_sms = num_sms
         self.timeout_ms = timeout_ms
         self.deadline = deadline  # time.monotonic() past which the check gives up
-        self.typer = Typer(self.kernel)
         self.vars = Vars()
         for ax in AXES:
             self.vars.vars[ax.decl().name()] = Var(ax, "axis", 0, None)
@@ -222,7 +221,6 @@ class Checker:
     # ------------------------------------------------------------ program
     def run(self) -> InvariantReport:
         t0 = time.perf_counter()
-        scope = self.typer.initial_scope()
         for p in self.kernel.params:
             if p.kind == "const":
                 self.env[p.name] = SV((), _lit(p.default),
@@ -231,7 +229,6 @@ class Checker:
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
         for s in self.kernel.sizes:
             self.env[s] = SV((), z3.IntVal(self.sizes[s]))
-        self.scope = scope
         params = dict(self.env)
         for i, (grid, stmts) in enumerate(launches(self.kernel)):
             # each launch starts after the previous one has finished: its own program ids,
