@@ -178,6 +178,7 @@ PACK = register_pack(InvariantPack(
         InvariantClass("exp_base", "exp2 without log2(e) folded into the scale"),
         InvariantClass("head_map", "a query head meets the wrong KV head (GQA)"),
     ),
+    report_slots=8,  # room for three more classes without changing the observation
     binop={"-": on_subtract, "*": on_multiply},
     calls={"exp": check_exponent, "exp2": check_exponent},
     reduce={"max": on_reduce, "min": on_reduce},

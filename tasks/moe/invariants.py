@@ -293,6 +293,7 @@ PACK = register_pack(InvariantPack(
                        "the slot"),
         InvariantClass("padding", "a padding row from block alignment is stored"),
     ),
+    report_slots=8,  # room for three more classes without changing the observation
     dot=(on_dot,),
     write=(on_write,),
     conflict=conflict,

@@ -243,7 +243,7 @@ def test_the_tasks_declare_their_packs_and_blocks():
     for name, classes in (("attention", {"causal", "softmax", "exp_base", "head_map"}),
                           ("moe", {"expert", "scatter", "combine", "padding"})):
         pack = get_task(name).invariants
-        assert set(pack.class_names) == classes and pack.block_size == 1 + len(classes)
+        assert set(pack.class_names) == classes and pack.block_size >= 1 + len(classes)
     assert get_task("gemm").invariants is None
 
 
