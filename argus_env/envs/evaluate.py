@@ -1,12 +1,20 @@
-"""The path of one step after the action: check, run, measure (each cached by program).
+"""The path of one step after the action: check, run, measure, on one analysis.
 
-    program ──► invariant report (z3, at the episode's shape) ── violation or undecided? ──► unmeasured
+    program ──► Analysis (sizes, features, Triton text: each worked out once, `analysis.py`)
+                   │
+                   ▼
+              invariant report (z3, at the episode's shape) ── violation or undecided? ──► unmeasured
                    │ proven
                    ▼
-              correctness (worker process, Triton interpreter at 2 reduced shapes)
-                   │ correct
-                   ▼
-              measurement (model | table | gpu backend)
+              correctness (worker process, Triton interpreter at 2 reduced shapes, run from
+                   │       the analysis' Triton text)
+                   ▼ correct
+              measurement (model | table | gpu backend, from the analysis' features)
+
+The evaluator holds the one cache of a step's path: a least-recently-used map of
+`cache_size` entries holding evaluations (by program and shape), numerical verdicts (by
+the kernel the interpreter runs and its shapes) and the programs of configurations and
+texts already seen (so a step that meets a known program parses and types nothing).
 """
 
 from __future__ import annotations
@@ -14,14 +22,15 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..check import CheckTimeout, CheckUnsupported, InvariantReport, check_program
 from ..dsl.program import Program
+from ..lower.build import LRU
 from ..measure.backends import Backend, Measurement
-from ..measure.features import KernelFeatures, extract
+from ..measure.features import KernelFeatures
 from ..target import Target, as_target
+from .analysis import Analysis
 
 
 @dataclass
@@ -36,6 +45,19 @@ class Evaluation:
     error: str | None = None             # "compile", "mismatch", "fault", "timeout", "illegal"
     message: str = ""
     timings: dict = field(default_factory=dict)
+    analysis: Analysis | None = field(default=None, repr=False)
+
+    @property
+    def triton(self) -> str | None:
+        """The generated Triton module of a proven program (None otherwise), from the
+        analysis the step already made; a lowering failure is reported as a comment."""
+        if not self.report.ok:
+            return None
+        an = self.analysis or Analysis(self.program, {}, None)
+        try:
+            return an.triton
+        except Exception as e:  # noqa: BLE001 - a program the lowering rejects is reported
+            return f"# lowering failed: {type(e).__name__}: {e}"
 
     @property
     def measured(self) -> bool:
@@ -58,7 +80,8 @@ class EvaluationError(RuntimeError):
 
 
 class Evaluator:
-    """Evaluates programs for one task, remembering every answer by program and shape.
+    """Evaluates programs for one task on one target, remembering the answers in one
+    least-recently-used cache of `cache_size` entries.
 
     Correctness runs in a worker process at `check_shapes` reduced shapes (the task's
     `env_check_shape` first, then its cheapest other `cpu_shapes`), each with inputs
@@ -75,12 +98,16 @@ class Evaluator:
         self.correctness = correctness
         self.correctness_timeout = float(correctness_timeout)
         self.check_shapes = _check_shapes(task, check_shapes)
+        if not (isinstance(cache_size, int) and not isinstance(cache_size, bool)
+                and cache_size >= 1):
+            raise ValueError(f"cache_size must be a positive number of entries, got "
+                             f"{cache_size!r}")
         self._worker = worker
         self._shared = False  # whether `_worker` is the process's shared worker, counted
-        self._cache: OrderedDict = OrderedDict()
-        self._correct_cache: OrderedDict = OrderedDict()
-        self.cache_size = cache_size
+        self._cache = LRU(cache_size)  # the only cache on a step's path (see the module doc)
         self.hits = self.misses = 0
+        if correctness == "interpreter":
+            self.worker.prestart()  # its imports overlap the first check
 
     def __getstate__(self) -> dict:
         """A copy (pickle, deepcopy, another process) holds no worker process: it starts or
@@ -88,6 +115,35 @@ class Evaluator:
         state = dict(self.__dict__)
         state["_worker"], state["_shared"] = None, False
         return state
+
+    @property
+    def cache_size(self) -> int:
+        return self._cache.size
+
+    def cached(self) -> int:
+        """Entries held now (at most `cache_size`)."""
+        return len(self._cache)
+
+    def program(self, config, sizes: dict) -> Program:
+        """The program of the task space's configuration `config`, bound to the problem's
+        constants at `sizes` (rendered, parsed and typed once while it is remembered)."""
+        key = ("config", config, tuple(sorted(sizes.items())))
+        program = self._cache.get(key)
+        if program is None:
+            program = Program.from_text(self.task.space.render(config), filename="<transformed>")
+            program = self.task.bind(program, sizes)
+            self._cache.put(key, program)
+        return program
+
+    def parse(self, text: str, filename: str = "<action>") -> Program:
+        """`Program.from_text(text)`, remembered by the exact text (a parse error is raised
+        again each time, never remembered)."""
+        key = ("text", text)
+        program = self._cache.get(key)
+        if program is None:
+            program = Program.from_text(text, filename=filename)
+            self._cache.put(key, program)
+        return program
 
     @property
     def worker(self):
@@ -118,26 +174,26 @@ class Evaluator:
         a resent program is checked again), numerics still running are a `timeout`
         failure (within `correctness_timeout` as well)."""
         key = (program.hash, tuple(sorted(sizes.items())))
-        if key in self._cache:
+        ev = self._cache.get(key)
+        if ev is not None:
             self.hits += 1
-            self._cache.move_to_end(key)
-            ev = self._cache[key]
         else:
             self.misses += 1
             deadline = None if budget is None else time.monotonic() + budget
             try:
-                ev = self._evaluate(program, sizes, deadline)
+                ev = self._evaluate(Analysis(program, sizes, self.task, self.target), deadline)
             except CheckTimeout:
                 raise
             except (EvaluationError, CheckUnsupported) as e:
                 ev = e
             if _lasting(ev):
-                _remember(self._cache, key, ev, self.cache_size)
+                self._cache.put(key, ev)
         if isinstance(ev, (EvaluationError, CheckUnsupported)):
             raise ev
         return ev
 
-    def _evaluate(self, program: Program, sizes: dict, deadline: float | None = None) -> Evaluation:
+    def _evaluate(self, an: Analysis, deadline: float | None = None) -> Evaluation:
+        program, sizes = an.program, an.sizes
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, self.task, deadline=deadline,
@@ -148,9 +204,10 @@ class Evaluator:
             if interrupted(e):
                 raise KeyboardInterrupt("interrupted during the invariant check") from None
             raise EvaluationError("invariant checker", e) from e
-        ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0})
+        ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0},
+                        analysis=an)
         try:
-            ev.features = extract(program, sizes, self.task, target=self.target)
+            ev.features = an.features
         except Exception as e:  # noqa: BLE001 - a program without a dot, say
             if interrupted(e):
                 raise KeyboardInterrupt("interrupted during feature extraction") from None
@@ -159,7 +216,7 @@ class Evaluator:
             return ev
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
-            answer = self._correct(program, sizes, deadline)
+            answer = self._correct(an, deadline)
             ev.correctness = answer
             ev.timings["correctness"] = time.perf_counter() - t1
             if not answer.get("ok"):
@@ -184,21 +241,31 @@ class Evaluator:
                 f"non-finite measurement {ev.measurement.ms} ms, {ev.measurement.tflops} TFLOP/s"))
         return ev
 
-    def _correct(self, program: Program, sizes: dict | None = None,
-                 step_deadline: float | None = None) -> dict:
-        """Numerical checks at the reduced shapes, in the worker (cached by program): the
-        first failure, or the last success with every shape checked. A task whose
-        programs carry problem constants (attention's causal flag, GQA group, head dim)
-        gives reduced shapes with the episode's constants (`Task.reduced_shapes`)."""
+    def _correct(self, an: Analysis, step_deadline: float | None = None) -> dict:
+        """Numerical checks at the reduced shapes, in the worker: the first failure, or the
+        last success with every shape checked. A task whose programs carry problem
+        constants (attention's causal flag, GQA group, head dim) gives reduced shapes with
+        the episode's constants (`Task.reduced_shapes`). Remembered by the kernel the
+        interpreter runs (`Analysis.numerics_key`: programs that differ only in compiler
+        hints run the same) and the shapes."""
+        program, sizes = an.program, an.sizes
         shapes = self.check_shapes
-        if sizes is not None and getattr(self.task, "reduced_shapes", None) is not None:
+        if getattr(self.task, "reduced_shapes", None) is not None:
             shapes = self.task.reduced_shapes(sizes) or shapes
-        if sizes is not None:
-            shapes = regime_shapes(self.task, program, sizes, shapes)
-        key = (program.hash, tuple(tuple(sorted(s.items())) for s in shapes))
-        if key in self._correct_cache:
-            self._correct_cache.move_to_end(key)
-            return self._correct_cache[key]
+        shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes)
+        key = ("numerics", an.numerics_key, tuple(tuple(sorted(s.items())) for s in shapes))
+        answer = self._cache.get(key)
+        if answer is not None:
+            return dict(answer)
+        try:
+            source = an.triton
+        except Exception as e:  # noqa: BLE001 - the lowering's refusal is a compile failure
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during the lowering") from None
+            answer = {"status": "compile", "ok": False, "shapes_checked": 0,
+                      "message": f"{type(e).__name__}: {e}"[:2000]}
+            self._cache.put(key, answer)
+            return answer
         self.worker.ensure_started()  # a (re)start is not the program's time, but the step's
         deadline = time.monotonic() + self.correctness_timeout
         by_step = step_deadline is not None and step_deadline < deadline
@@ -213,8 +280,9 @@ class Evaluator:
                 answer = {"status": "timeout", "ok": False, "message": "correctness checks "
                           f"did not finish within the {budget}"}
                 break
-            answer = self.worker.run(self.task.bind(program, sizes).text, self.task.name, sizes,
-                                     seed=_seed(program, i), timeout=left)
+            bound = self.task.bind(program, sizes)
+            answer = self.worker.run(bound, self.task.name, sizes, seed=_seed(an, i),
+                                     timeout=left, source=source if bound is program else None)
             answer["sizes"] = dict(sizes)
             if not answer.get("ok"):
                 shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
@@ -227,20 +295,22 @@ class Evaluator:
         if answer.get("status") == "timeout" and by_step:
             answer["budget"] = "step"  # cut short by the step: not remembered, tried again
         elif not answer.get("transient"):  # a worker killed from outside: tried again
-            _remember(self._correct_cache, key, answer, self.cache_size)
+            self._cache.put(key, dict(answer))
         return answer
 
 
-def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict]) -> list[dict]:
+def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict],
+                  real: dict | None = None) -> list[dict]:
     """`shapes`, plus a small shape in the episode's size regime when none of them is in it:
     a program that tests its sizes (`if M <= 130:`) must also be run where it behaves as at
-    the real size (`argus_env.check.regimes`). Raises `CheckUnsupported` when no such
+    the real size (`argus_env.check.regimes`). `real`: the program's sizes at `sizes`, when
+    the caller has them (`Analysis.program_sizes`). Raises `CheckUnsupported` when no such
     shape is found (the program is refused, not run at the wrong regime only)."""
     from ..check.regimes import conditions, realise, regime
     conds = conditions(program.kernel)
     if not conds or not shapes:
         return shapes
-    real = task.program_sizes(program, sizes)
+    real = task.program_sizes(program, sizes) if real is None else real
     want = regime(conds, real)
     if any(regime(conds, task.program_sizes(program, s)) == want for s in shapes):
         return shapes
@@ -306,14 +376,11 @@ def _check_shapes(task, spec) -> list[dict]:
     return shapes[:max(spec, 0)]
 
 
-def _seed(program: Program, i: int) -> int:
+def _seed(program: Program | Analysis, i: int) -> int:
     """Inputs differ per program and shape (a program cannot carry the expected output of
-    inputs it knows in advance), yet the same program always meets the same inputs."""
-    return int(hashlib.sha256(f"{program.hash}:{i}".encode()).hexdigest()[:8], 16)
-
-
-def _remember(cache: OrderedDict, key, value, size: int) -> None:
-    cache[key] = value
-    cache.move_to_end(key)
-    if len(cache) > size:
-        cache.popitem(last=False)
+    inputs it knows in advance), yet the same program always meets the same inputs; a
+    program that differs from another only in compiler hints, which the interpreter
+    ignores, runs the same kernel and meets the same inputs."""
+    key = program.numerics_key if isinstance(program, Analysis) else \
+        Analysis(program, {}, None).numerics_key
+    return int(hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:8], 16)

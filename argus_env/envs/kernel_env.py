@@ -19,7 +19,6 @@ from ..check.pack import pack_of
 from ..check.report import GENERIC_DIM, CheckTimeout, ReportLayout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
-from ..lower import source as triton_source
 from ..registry import DEFAULT_TASK
 from ..space import Action, TransformError
 from ..task import get_task
@@ -254,7 +253,7 @@ class KernelEnv(gym.Env):
         self.case, self.sizes = case, dict(case.sizes)
         config = self.space_.baseline()
         try:
-            state = self._state(config, self.space_.program(config))
+            state = self._state(config, self.evaluator.program(config, self.sizes))
         except Exception as e:  # noqa: BLE001 - a custom shape the task's programs cannot take
             self.case, self.sizes = before
             raise ValueError(f"the task's baseline program cannot start at shape "
@@ -323,7 +322,7 @@ class KernelEnv(gym.Env):
             act = self._parse(action)
             if act.kind == "transform":
                 config = self.space_.apply(prev.config, act.name, act.value, self._ctx())
-                program = self.space_.program(config)
+                program = self.evaluator.program(config, self.sizes)
             elif act.kind == "program":
                 config, program = None, act.program
                 self.task.check_program(program)
@@ -397,7 +396,7 @@ class KernelEnv(gym.Env):
                                  f"at position {e.start})") from None
         text = action.strip()
         if "@" in text or "def " in text or "\n" in text:
-            program = Program.from_text(text, filename="<action>")
+            program = self.evaluator.parse(text, filename="<action>")
             return Action("program", program=program)
         if len(text) > MAX_CALL:
             raise TransformError(text[:40], f"a transformation call is at most {MAX_CALL} "
@@ -488,7 +487,7 @@ class KernelEnv(gym.Env):
                 "correctness": ev.correctness or {}, "failure": ev.error, "failure_message": ev.message,
                 "action_mask": self.action_mask(), "program": self.state.program.text,
                 "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last)}
-        info["triton"] = _lazy_source(self.state.program) if ev.report.ok else None
+        info["triton"] = ev.triton  # from the step's analysis: generated once per program
         return info
 
     def render(self):
@@ -536,13 +535,6 @@ def _ascii(text: str) -> str:
     text = text.encode("ascii", "replace").decode("ascii")
     text = "".join(ch if ch in PRINTABLE else "?" for ch in text)
     return text[:MAX_TEXT]
-
-
-def _lazy_source(program: Program) -> str:
-    try:
-        return triton_source(program)
-    except Exception as e:  # a program the lowering rejects is reported, not raised
-        return f"# lowering failed: {type(e).__name__}: {e}"
 
 
 def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:

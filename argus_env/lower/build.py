@@ -10,11 +10,13 @@ differs from the text (by SHA-256) is rewritten. Whether the kernel runs under t
 Triton interpreter is fixed when its module is executed, so the interpreted and compiled
 variants are separate modules, and one process runs kernels in one mode only.
 
-Memory is bounded however many distinct programs a process sees: the generated texts
-(`MAX_SOURCES`) and the loaded modules (`MAX_MODULES`) are least-recently-used caches, and
-a module dropped from its cache leaves `sys.modules`, `linecache`, Triton's registry of
-JIT functions and the interpreter's table of rewritten kernels with it (a launcher still
-held elsewhere keeps working).
+Texts are not remembered here: the environment's evaluator generates a program's text
+once per analysis and hands it to the process that runs it (`load(program, interpret,
+source=text)`). Memory is bounded however many distinct programs a process runs: the
+loaded modules (`MAX_MODULES`, keyed by their text) are a least-recently-used cache, and a
+module dropped from it leaves `sys.modules`, `linecache`, Triton's registry of JIT
+functions and the interpreter's table of rewritten kernels with it (a launcher still held
+elsewhere keeps working).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from typing import Callable
 from ..dsl.program import Program
 from .module import LOWERING_VERSION, generate
 
-MAX_SOURCES = 512  # generated texts kept (a few KB each)
 MAX_MODULES = 128  # loaded modules kept (the text, code objects and Triton's kernel objects)
 
 
@@ -63,8 +64,7 @@ class LRU:
 
 
 _lock = threading.RLock()
-_loaded = LRU(MAX_MODULES)    # (key, interpret) -> module
-_sources = LRU(MAX_SOURCES)   # key -> generated text
+_loaded = LRU(MAX_MODULES)    # (key of the text, interpret) -> module
 _loads = 0                    # modules executed by this process, ever
 _mode: bool | None = None
 
@@ -74,19 +74,15 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
-def _key(program: Program) -> str:
-    return hashlib.sha256(f"{LOWERING_VERSION}:{program.hash}".encode()).hexdigest()[:16]
+def _key(text: str) -> str:
+    """The name of a generated text: its digest (with the lowering's version)."""
+    return hashlib.sha256(f"{LOWERING_VERSION}:{text}".encode()).hexdigest()[:16]
 
 
 def source(program: Program) -> str:
-    """The generated Triton source of `program` (memoised by program hash)."""
-    key = _key(program)
-    with _lock:
-        text = _sources.get(key)
-        if text is None:
-            text = generate(program)
-            _sources.put(key, text)
-        return text
+    """The generated Triton source of `program` (generated on each call: a caller that
+    needs it again keeps it, as the environment's analysis of a step does)."""
+    return generate(program)
 
 
 def loads() -> int:
@@ -96,17 +92,17 @@ def loads() -> int:
 
 
 def cached() -> dict[str, int]:
-    """How many texts and modules are held now, and the bounds on them."""
-    return {"sources": len(_sources), "max_sources": _sources.size,
-            "modules": len(_loaded), "max_modules": _loaded.size,
+    """How many modules are held now, and the bound on them."""
+    return {"modules": len(_loaded), "max_modules": _loaded.size,
             "sys_modules": sum(1 for m in list(sys.modules) if m.startswith("argus_kernels."))}
 
 
-def module_path(program: Program) -> Path:
-    """The file holding `program`'s generated module, (re)written unless it already holds
-    exactly the generated text."""
-    path = cache_dir() / f"{program.name}_{_key(program)}.py"
-    data = source(program).encode("utf-8")
+def module_path(program: Program, text: str | None = None) -> Path:
+    """The file holding `program`'s generated module (`text`, by default generated now),
+    (re)written unless it already holds exactly that text."""
+    text = source(program) if text is None else text
+    path = cache_dir() / f"{program.name}_{_key(text)}.py"
+    data = text.encode("utf-8")
     if not _holds(path, data):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -231,18 +227,20 @@ def _patch_interpreter_bf16() -> None:
     builder.create_atomic_rmw = create_atomic_rmw
 
 
-def load_module(program: Program, interpret: bool) -> types.ModuleType:
-    """`program`'s generated module, its kernels under the Triton interpreter if asked."""
+def load_module(program: Program, interpret: bool, source: str | None = None) -> types.ModuleType:
+    """`program`'s generated module (from `source`, its generated text, when the caller has
+    it; else generated now), its kernels under the Triton interpreter if asked."""
     global _loads
-    key = (_key(program), interpret)
+    text = generate(program) if source is None else source
+    key = (_key(text), interpret)
     with _lock:
         module = _loaded.get(key)
         if module is not None:
             return module
-        path = module_path(program)
+        path = module_path(program, text)
         modname = f"argus_kernels.{path.stem}_{'interp' if interpret else 'jit'}"
         _set_mode(interpret)
-        module = _exec_verified(source(program), path, modname)
+        module = _exec_verified(text, path, modname)
         _loads += 1
         for _, old in _loaded.put(key, module):
             _unload(old)
@@ -269,6 +267,7 @@ def _unload(module: types.ModuleType) -> None:
             registry.pop(name, None)
 
 
-def load(program: Program, interpret: bool) -> Callable:
-    """The launcher of `program`; its kernel runs under the Triton interpreter if asked."""
-    return getattr(load_module(program, interpret), program.name)
+def load(program: Program, interpret: bool, source: str | None = None) -> Callable:
+    """The launcher of `program` (from its generated text `source` when given); its kernel
+    runs under the Triton interpreter if asked."""
+    return getattr(load_module(program, interpret, source), program.name)

@@ -9,12 +9,14 @@ descriptors, compute the grid, launch. Compile-time constants are fixed by the p
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 from ..dsl.dtypes import DTYPES
 from ..dsl.program import Program
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from ..ir.rewrite import structural_hash, transform
 from . import emit as E
 
 LOWERING_VERSION = "3"
@@ -45,6 +47,28 @@ def _host_expr(e: ir.Expr) -> str:
             return E._call(E._name(fn), [conv(v) for _, v in x.args])
         raise ValueError(f"grid: cannot evaluate {print_expr(x)} on the host")
     return ast.unparse(conv(e))
+
+
+#: loop arguments only the compiler reads (software pipelining, warp specialization, loop
+#: flattening), like the kernel's launch options (`num_warps`, `num_stages`): the Triton
+#: interpreter runs `tl.range(..., num_stages=3)` as `range(...)` and drops launch options
+COMPILER_HINTS = ("stages", "warp_specialize", "flatten")
+
+
+def interpretation_key(program: Program) -> str:
+    """A digest of `program` as the Triton interpreter runs it: the structure without the
+    launch options, the loops' compiler hints and the docstring. Two programs with one
+    key compute the same outputs from the same inputs under the interpreter, so a
+    numerical verdict reached there holds for both."""
+    def bare(node):
+        if isinstance(node, ir.For) and isinstance(node.iter, ir.Call):
+            args = tuple((k, v) for k, v in node.iter.args if k not in COMPILER_HINTS)
+            if args != node.iter.args:
+                return dataclasses.replace(node, iter=dataclasses.replace(node.iter, args=args))
+        return node
+    k = program.kernel
+    stripped = transform(dataclasses.replace(k, options=(), doc=None), bare)
+    return structural_hash(stripped)
 
 
 def generate(program: Program) -> str:

@@ -1,9 +1,10 @@
 """A persistent worker process that runs candidate kernels, so a hang or a crash costs a
 penalty rather than the environment.
 
-The worker receives program *text* (parsed again there by the whitelisting front end),
-lowers it, runs it against the task's reference through `oracle.check`, and answers a
-dict. The parent waits at most `timeout` seconds; a worker that hangs is killed and a
+The worker receives a program: from the environment, the parent's own `Program` (parsed
+and type-checked there, once) with its generated Triton text, which it loads as is; from
+other callers, DSL *text*, which it parses with the whitelisting front end and lowers. It
+runs the kernel against the task's reference through `oracle.check` and answers a dict. The parent waits at most `timeout` seconds; a worker that hangs is killed and a
 new one started on the next request; a worker that dies mid-run (a segfault from an
 out-of-bounds access under the interpreter, say) is reported as a fault. A worker first
 imports torch and triton and says it is ready; only then does a request's time start, so
@@ -68,9 +69,11 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
             return
         t0 = time.perf_counter()
         try:
-            program = Program.from_text(req["program"])
+            program = req["program"]
+            if not isinstance(program, Program):  # text from outside the environment
+                program = Program.from_text(program)
             task = get_task(req["task"])
-            launch = lower.load(program, interpret=interpret)
+            launch = lower.load(program, interpret=interpret, source=req.get("source"))
             if req.get("op") == "measure":
                 from .gpu import measure_program
                 from .provenance import collect
@@ -119,12 +122,17 @@ class Worker:
         self.recycle_after = recycle_after  # programs per worker process (0: unbounded)
         self._proc = None
         self._conn = None
+        self._ready = False  # the running process said it is ready
         self._lock = threading.Lock()
         self.restarts = 0
         self.recycles = 0  # planned replacements after `recycle_after` programs
 
     def _start(self) -> bool:
         """Start the process and wait until it is ready; False if it never is."""
+        return self._spawn() and self._await_ready()
+
+    def _spawn(self) -> bool:
+        """Start the process without waiting for it; False if it cannot be started."""
         parent, child = socket.socketpair()
         cmd = [sys.executable, "-m", "argus_env.measure.worker", "--fd", str(child.fileno()),
                "--interpret", "1" if self.interpret else "0",
@@ -138,14 +146,31 @@ class Worker:
         finally:
             child.close()
         self._conn = Connection(parent.detach())
+        self._ready = False
         _LIVE.add(self)
+        return True
+
+    def _await_ready(self) -> bool:
+        """Wait until the started process says it is ready; False (and stopped) if it never
+        does within `startup_timeout`."""
         try:
             if self._conn.poll(self.startup_timeout) and self._conn.recv().get("status") == "ready":
+                self._ready = True
                 return True
         except (EOFError, OSError):
             pass
         self.stop()
         return False
+
+    def prestart(self) -> None:
+        """Start the process now without waiting for it, so that its imports (torch,
+        Triton: about a second) overlap the caller's own work; a later request waits for
+        it to be ready."""
+        with self._lock:
+            if not self._alive():
+                if self._proc is not None:
+                    self.stop()
+                self._spawn()
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -160,7 +185,7 @@ class Worker:
 
     def _ensure_started(self) -> bool:
         if self._alive():
-            return True
+            return self._ready or self._await_ready()
         if self._proc is not None:
             self.restarts += 1
             self.stop()
@@ -188,14 +213,19 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         self._proc = self._conn = None
+        self._ready = False
 
-    def run(self, program_text: str, task: str, sizes: dict, seed: int = 0,
-            timeout: float | None = None, op: str = "check", options: dict | None = None) -> dict:
-        """Check (op="check") or check and time (op="measure", on a GPU) one program;
-        never raises for what the program does."""
+    def run(self, program, task: str, sizes: dict, seed: int = 0,
+            timeout: float | None = None, op: str = "check", options: dict | None = None,
+            source: str | None = None) -> dict:
+        """Check (op="check") or check and time (op="measure", on a GPU) one program: a
+        `Program` (sent as it is, so the worker neither parses nor types it again) or DSL
+        text; `source`, its generated Triton text, spares the worker generating it again.
+        Never raises for what the program does."""
         with self._lock:
-            request = {"program": program_text, "task": task, "sizes": dict(sizes),
-                       "seed": seed, "op": op, "options": dict(options or {})}
+            request = {"program": program, "task": task, "sizes": dict(sizes),
+                       "seed": seed, "op": op, "options": dict(options or {}),
+                       "source": source}
             for attempt in range(2):  # a worker that died between requests is replaced once
                 try:
                     if self._ensure_started():

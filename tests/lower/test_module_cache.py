@@ -132,14 +132,13 @@ def test_loaded_modules_are_bounded_and_leave_every_registry(monkeypatch, tmp_pa
     from argus_env.lower import build
     monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "_loaded", build.LRU(3))
-    monkeypatch.setattr(build, "_sources", build.LRU(4))
     first = build.load_module(_variants(1, 1000)[0], interpret=True)
     launch = first.scale
     names = {first.__name__}
     for prog in _variants(8):
         names.add(build.load_module(prog, interpret=True).__name__)
     held = build.cached()
-    assert held["modules"] == 3 and held["sources"] == 4, held
+    assert held["modules"] == 3, held
     assert first.__name__ not in sys.modules
     assert first.__file__ not in linecache.cache
     assert first.scale_kernel.fn not in InterpretedFunction.rewritten_fn
@@ -151,10 +150,22 @@ def test_loaded_modules_are_bounded_and_leave_every_registry(monkeypatch, tmp_pa
     assert torch.equal(launch(x), 2 * x), "a launcher held elsewhere still works"
 
 
-def test_generated_texts_are_bounded(monkeypatch):
+def test_a_given_text_is_loaded_as_is_and_keys_its_module(monkeypatch, tmp_path):
+    """`load(program, interpret, source=text)` runs `text` without generating the program's
+    text again, and two different texts of one program are two modules: no text is
+    remembered by program, so a text cannot stand in for another."""
     from argus_env.lower import build
-    monkeypatch.setattr(build, "_sources", build.LRU(5))
-    progs = _variants(12)
-    texts = [lower.source(p) for p in progs]
-    assert len(build._sources) == 5
-    assert lower.source(progs[0]) == texts[0], "an evicted text is generated again, the same"
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
+    prog = Program.from_text(PROGRAM.replace("BLOCK: A.const = 128", "BLOCK: A.const = 16"))
+    text = lower.source(prog)
+    tripled = text.replace("* 2.0", "* 3.0")
+    assert tripled != text
+
+    def no_generation(program):
+        raise AssertionError("the text was generated again")
+    monkeypatch.setattr(build, "generate", no_generation)
+    x = torch.arange(40, dtype=torch.float32)
+    assert torch.equal(lower.load(prog, True, text)(x), 2 * x)
+    assert torch.equal(lower.load(prog, True, tripled)(x), 3 * x), "ran another text"
+    assert torch.equal(lower.load(prog, True, text)(x), 2 * x)
+    assert lower.module_path(prog, tripled).read_text() == tripled
