@@ -7,8 +7,9 @@ the actual tag values, and a list of *undecided* obligations: proof obligations 
 could not settle either way (the solver answered `unknown`: its time limit, a theory it
 cannot decide, an interruption; or no proof strategy applied). A report's `status` is
 `violation`, `undecided` or `proven`; only `proven` is `ok`. Reports serialise to JSON,
-encode to a fixed-size numeric vector for observations, and render as short text an LLM
-can act on.
+encode for observations (`ReportLayout`: generic slots every task shares, then the task's
+own block), and render as short text an LLM can act on. A violation's class is a core one
+or one a registered pack declares (`pack.py`).
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def normalise_encoding(vec) -> np.ndarray:
     class slots and its counts as the generic ones."""
     r = np.asarray(vec, dtype=np.float32)
     out = np.zeros_like(r)
-    counts = slice(SLOT["proven"] + 3, SLOT["first_class"])
+    counts = slice(SLOT[f"count:{CORE_CLASSES[0]}"], SLOT["first_class"])
     out[:3] = r[:3]
     out[counts] = np.clip(r[counts], 0, 5) / 5
     out[SLOT["first_class"]] = r[SLOT["first_class"]] / TASK_CLASS
