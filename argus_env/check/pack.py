@@ -42,7 +42,6 @@ reuse a core class.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 #: prefix of the tags a pack keeps for its own bookkeeping (never a tensor's dim name)
@@ -109,10 +108,6 @@ class Conflict:
     note: str = ""       # appended to the message
 
 
-def _frozen(m: Mapping) -> Mapping:
-    return MappingProxyType(dict(m))
-
-
 @dataclass(frozen=True)
 class InvariantPack:
     """A task's invariant classes and the rules that check them (module docstring)."""
@@ -148,8 +143,8 @@ class InvariantPack:
         if self.report_slots is not None and self.report_slots < 1 + len(names):
             raise ValueError(f"pack {self.name!r}: report_slots={self.report_slots} is less "
                              f"than 1 + {len(names)} classes")
-        for key in ("binop", "calls", "reduce", "merge", "concrete_ops"):
-            object.__setattr__(self, key, _frozen(getattr(self, key)))
+        for key in ("binop", "calls", "reduce", "merge", "concrete_ops"):  # own copies
+            object.__setattr__(self, key, dict(getattr(self, key)))
         for key in ("dot", "write", "concrete_write"):
             object.__setattr__(self, key, tuple(getattr(self, key)))
 

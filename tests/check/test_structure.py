@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import io
+import pickle
 import re
 import tokenize
 from pathlib import Path
@@ -244,6 +245,7 @@ def test_the_tasks_declare_their_packs_and_blocks():
                           ("moe", {"expert", "scatter", "combine", "padding"})):
         pack = get_task(name).invariants
         assert set(pack.class_names) == classes and pack.block_size >= 1 + len(classes)
+        assert pickle.loads(pickle.dumps(pack)) == pack  # env runners copy what they hold
     assert get_task("gemm").invariants is None
 
 
