@@ -280,3 +280,11 @@ def test_a_pack_rule_runs_and_reports_its_own_class():
         assert vec[GENERIC_DIM + 1] > 0 and vec[SLOT["violation"]] == 1
     finally:
         register_pack(InvariantPack("structure-rule"))
+
+
+def test_semantics_documents_every_pack_hook():
+    text = (CHECK / "SEMANTICS.md").read_text()
+    hooks = [f.name for f in dataclasses.fields(InvariantPack)
+             if f.name not in ("name", "classes", "report_slots")]
+    missing = [h for h in hooks if f"`{h}" not in text]
+    assert not missing, missing
