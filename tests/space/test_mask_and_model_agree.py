@@ -1,0 +1,129 @@
+"""The action mask and the cost model apply the same hardware rules on every profile.
+
+For every task and every hardware profile, each configuration of the catalog's values
+that is structurally a configuration of the task (its `structure_reason` is None) is
+refused by the space's `hardware_reason` exactly when the task's cost model refuses to
+price it; and every task's baseline has a measured (model) figure at every suite shape
+on every profile. The space and the model are called directly, not through env steps.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from argus_env.measure.backends import ModelBackend
+from argus_env.registry import TASKS
+from argus_env.target import available_profiles, load_target
+from argus_env.task import get_task
+
+PROFILES = ("a100", "h100", "h200")
+#: the transformations whose values decide what a program asks of the hardware, crossed
+#: with the structural choices that change it (TMA, warp specialization, split-K, ...)
+RESOURCE_FIELDS = {
+    "gemm": ("tile_m", "tile_n", "tile_k", "warps", "stages"),
+    "attention": ("tile_m", "tile_n", "warps", "stages"),
+    "moe": ("tile_m", "tile_n", "tile_k", "warps", "stages"),
+}
+VARIANTS = {
+    "gemm": ({}, {"tma": True, "kmajor_b": True}, {"split_k": 4, "combine": "atomic"},
+             {"subtile": 2}, {"subtile": 2, "tma": True},
+             {"persistent": True, "tma": True, "warp_specialize": True, "group_m": 8}),
+    "attention": ({}, {"tma": True}, {"tma": True, "warp_specialize": True},
+                  {"exp2": True, "fold_log2e": True, "skip_blocks": True, "tma": True,
+                   "q_in_registers": False, "persistent": True}),
+    "moe": ({}, {"tma": True}, {"fuse_gather": True, "fuse_swiglu": True, "fuse_scatter": True,
+                                 "inverse_scatter": True, "fuse_weight": True,
+                                 "persistent": True, "tma": True}),
+}
+
+
+def _configs(task):
+    import dataclasses
+    space = task.space
+    out = []
+    for variant in VARIANTS[task.name]:
+        base = dataclasses.replace(space.baseline(), **variant)
+        out += space.configurations(RESOURCE_FIELDS[task.name], base)
+    tables = {"attention": "table_configurations", "moe": "table_configurations"}
+    if task.name in tables:
+        import importlib
+        module = importlib.import_module(f"argus_env.tasks.{task.name}.space")
+        out += getattr(module, tables[task.name])()
+    return list(dict.fromkeys(out))
+
+
+#: sizes the hardware rules read beyond TMA's row alignment (attention's head dim)
+HARDWARE_SIZES = {"attention": ("D",)}
+
+
+def _shapes(task):
+    """One shape of each distinct set of hardware-relevant sizes (TMA row alignment, the
+    sizes in `HARDWARE_SIZES`): the rules read no others."""
+    seen, out = set(), []
+    for case in task.shapes:
+        key = tuple(case.sizes[d] % 8 for d in sorted(case.sizes)) + \
+            tuple(case.sizes[d] for d in HARDWARE_SIZES.get(task.name, ()))
+        if key not in seen:
+            seen.add(key)
+            out.append(case)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("task_name", sorted(RESOURCE_FIELDS))
+def test_the_mask_refuses_what_the_cost_model_refuses(task_name, profile):
+    task, target = get_task(task_name), load_target(profile)
+    backend, space = ModelBackend(target), task.space
+    configs = _configs(task)
+    checked = disagree = legal = 0
+    examples = []
+    for case in _shapes(task):
+        ctx = {"sizes": case.sizes, "target": target}
+        for c in configs:
+            if space.structure_reason(c, ctx) is not None:
+                continue
+            mask = space.hardware_reason(c, ctx)
+            m = backend.measure(task.bind(space.program(c), case.sizes), case.sizes, task)
+            checked += 1
+            legal += mask is None
+            if (mask is None) != m.ok:
+                disagree += 1
+                if len(examples) < 3:
+                    examples.append((case.name, c, mask, m.error))
+    assert checked > 100 and 0 < legal < checked, (checked, legal)
+    assert disagree == 0, f"{disagree} of {checked} disagree on {profile}: {examples}"
+
+
+def test_plain_gemm_tiles_on_a100_agree():
+    """The 768 plain tile configurations (tiles, warps, stages) at square-4096 on the a100:
+    each masked exactly when the cost model refuses it (before the MMA default came from
+    the target, 268 passed the mask and were refused as wgmma)."""
+    task, target = get_task("gemm"), load_target("a100")
+    backend, space = ModelBackend(target), task.space
+    sizes = next(c.sizes for c in task.shapes if c.name == "square-4096")
+    ctx = {"sizes": sizes, "target": target}
+    configs = list(space.configurations(RESOURCE_FIELDS["gemm"]))
+    assert len(configs) == 768
+    verdicts = [(space.config_reason(c, ctx) is None,
+                 backend.measure(space.program(c), sizes, task).ok) for c in configs]
+    assert all(mask == model for mask, model in verdicts), \
+        sum(mask != model for mask, model in verdicts)
+    assert 0 < sum(mask for mask, _ in verdicts) < len(configs)
+
+
+def test_the_profiles_are_the_ones_checked():
+    assert set(PROFILES) <= set(available_profiles())
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_every_baseline_is_measured_on_every_shape(task_name, profile):
+    task, target = get_task(task_name), load_target(profile)
+    backend, space = ModelBackend(target), task.space
+    for case in task.shapes:
+        program = task.bind(space.program(space.baseline()), case.sizes)
+        m = backend.measure(program, case.sizes, task)
+        assert m.ok and m.tflops > 0 and m.ms > 0, (case.name, profile, m.error)
+        ctx = {"sizes": case.sizes, "target": target}
+        assert space.config_reason(space.baseline(), ctx) is None, (case.name, profile)
