@@ -126,3 +126,16 @@ def test_the_env_measures_the_gemm_baseline_on_every_profile(hardware):
         assert env.profile is env.target.profile
     finally:
         env.close()
+
+
+@pytest.mark.slow
+def test_the_compiler_builds_for_the_target():
+    """The real compiler (on the CPU) picks the instruction the target's default names:
+    the baseline's dot is wgmma on the H200 (sm_90) and mma.sync on the A100 (sm_80)."""
+    from argus_env.lower.aot import compile_for
+    base = GEMM.program("baseline")
+    hopper, ampere = compile_for(base, "h200"), compile_for(base, load_target("a100"))
+    assert hopper.ok and ampere.ok, (hopper.error, ampere.error)
+    assert hopper.wgmma > 0 and ampere.wgmma == 0, (hopper, ampere)
+    assert load_target("h200").default_mma(4, 64) == "wgmma"
+    assert load_target("a100").default_mma(4, 64) == "mma_v2"

@@ -1,14 +1,16 @@
-"""Ahead-of-time compilation for a Hopper GPU, on any machine (no GPU needed).
+"""Ahead-of-time compilation for a target GPU, on any machine (no GPU needed).
 
-`triton.compile` with a `GPUTarget("cuda", 90, 32)` runs the real compiler pipeline
-(TTIR, TTGIR, LLVM IR, PTX, cubin) on the CPU. That proves the generated kernel is legal
-for the real compiler (the interpreter accepts more), and yields resource figures
-(shared memory) and the instructions used (wgmma, TMA) for the cost model and for tests.
+`triton.compile` with a `GPUTarget("cuda", target.arch, 32)` runs the real compiler
+pipeline (TTIR, TTGIR, LLVM IR, PTX, cubin) on the CPU. That proves the generated kernel is
+legal for the real compiler (the interpreter accepts more), and yields resource figures
+(shared memory) and the instructions used (wgmma, TMA), to set against the estimates of
+`argus_env.resources` and for tests. `A.num_sms()` compiles to the target's SM count.
 
 The kernel must be imported compiled, not interpreted, and a process runs kernels in
-one mode only, so `compile_hopper` runs the compile in a child process.
+one mode only, so `compile_for` runs the compile in a child process; `compile_hopper` is
+`compile_for` on the default (H200) target.
 
-    python -m argus_env.lower.aot FILE.py [--wide NAME,...|all]   # prints a JSON summary
+    python -m argus_env.lower.aot FILE.py [--wide NAME,...|all] [--target NAME]   # JSON summary
 
 `wide` names the pointer tensors compiled with 64-bit offsets (the launcher's `I64_<name>`
 flags, set for tensors that span 2**31 elements or more); by default none are.
@@ -24,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..dsl.program import Program
+from ..target import DEFAULT_HARDWARE, Target, as_target, load_target
 
 
 @dataclass
@@ -92,11 +95,15 @@ def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
     return result
 
 
-def compile_hopper(program: Program, timeout: float = 300, wide=()) -> AotResult:
-    """Compile `program` for sm_90 in a child process and summarise the result; `wide`
-    (tensor names, or True for all) compiles those tensors with 64-bit offsets."""
+def compile_for(program: Program, target: Target | str, timeout: float = 300,
+                wide=()) -> AotResult:
+    """Compile `program` for `target` (its compute capability and SM count) in a child
+    process and summarise the result; `wide` (tensor names, or True for all) compiles
+    those tensors with 64-bit offsets."""
+    target = as_target(target)
     env = dict(os.environ, TRITON_INTERPRET="0")
     args = ["--wide", "all" if wide is True else ",".join(wide)] if wide else []
+    args += ["--target", target.name]
     proc = subprocess.run([sys.executable, "-m", "argus_env.lower.aot", "-", *args],
                           input=program.text,
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -107,6 +114,11 @@ def compile_hopper(program: Program, timeout: float = 300, wide=()) -> AotResult
                          f"{proc.stderr[-2000:]}")
 
 
+def compile_hopper(program: Program, timeout: float = 300, wide=()) -> AotResult:
+    """`compile_for` on the default target (the H200, sm_90)."""
+    return compile_for(program, load_target(DEFAULT_HARDWARE), timeout, wide)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     text = sys.stdin.read() if argv[0] == "-" else open(argv[0]).read()
@@ -114,7 +126,9 @@ def main(argv=None) -> int:
     if "--wide" in argv[1:]:
         names = argv[argv.index("--wide", 1) + 1]
         wide = True if names == "all" else tuple(n for n in names.split(",") if n)
-    result = _compile_here(Program.from_text(text), wide=wide)
+    target = load_target(argv[argv.index("--target", 1) + 1] if "--target" in argv[1:]
+                         else DEFAULT_HARDWARE)
+    result = _compile_here(Program.from_text(text), target.arch, target.sms, wide=wide)
     print(json.dumps(result.to_dict()))
     return 0 if result.ok else 1
 
