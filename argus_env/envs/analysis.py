@@ -36,6 +36,7 @@ class Analysis:
         """Pickled with its task's name (the task is found again by name)."""
         state = dict(self.__dict__)
         state["task"] = getattr(self.task, "name", None)
+        state.pop("task_view", None)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -55,13 +56,19 @@ class Analysis:
         return dict(self.task.program_sizes(self.program, self.sizes))
 
     @functools.cached_property
+    def task_view(self) -> "AnalysedTask":
+        """The task as the checker and feature extraction are given it: the same task,
+        whose `program_sizes` answers for this program and shape from the analysis."""
+        return AnalysedTask(self)
+
+    @functools.cached_property
     def features(self):
         """Performance features (`argus_env.measure.features.extract`) at the shape's sizes;
         raises what extraction raises (a program without a dot, say)."""
         from ..measure.features import extract
         if self.target is None:
-            return extract(self.program, self.sizes, self.task)
-        return extract(self.program, self.sizes, self.task, target=self.target)
+            return extract(self.program, self.sizes, self.task_view)
+        return extract(self.program, self.sizes, self.task_view, target=self.target)
 
     @functools.cached_property
     def triton(self) -> str:
@@ -74,3 +81,26 @@ class Analysis:
         """The program as the Triton interpreter sees it (`lower.interpretation_key`)."""
         from ..lower import interpretation_key
         return interpretation_key(self.program)
+
+
+class AnalysedTask:
+    """A task seen through one analysis: every attribute is the task's, except that
+    `program_sizes` of the analysed program at the analysed sizes is the analysis' own
+    (worked out once, whoever asks)."""
+
+    def __init__(self, analysis: Analysis):
+        self._analysis = analysis
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "_analysis":
+            raise AttributeError(name)
+        return getattr(self._analysis.task, name)
+
+    def program_sizes(self, program: Program, sizes: dict) -> dict:
+        an = self._analysis
+        if program is an.program and dict(sizes) == an.sizes:
+            return dict(an.program_sizes)
+        return an.task.program_sizes(program, sizes)
+
+    def __repr__(self) -> str:
+        return f"AnalysedTask({self._analysis.task!r})"

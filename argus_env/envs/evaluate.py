@@ -196,7 +196,7 @@ class Evaluator:
         program, sizes = an.program, an.sizes
         t0 = time.perf_counter()
         try:
-            report = check_program(program, sizes, self.task, deadline=deadline,
+            report = check_program(program, sizes, an.task_view, deadline=deadline,
                                    num_sms=self.target.sms)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
