@@ -30,6 +30,8 @@ from argus_env.measure.features import KernelFeatures
 from argus_env.measure.model import estimate as gemm_estimate
 from argus_env.target import Target, as_target
 
+from .routing import SKEW, padded_rows, router_logits
+from .routing import topk as top
 from .space import DEFAULT_STAGES, tma_pitches
 
 
@@ -45,8 +47,6 @@ class Params:
 def expert_rows(tokens: int, experts: int, topk: int, skew: int, seed: int = 0) -> tuple:
     """Rows per expert at the shape's seeded routing distribution (what the model prices)."""
     import torch
-
-    from .routing import SKEW, router_logits, topk as top
     gen = torch.Generator().manual_seed(seed)
     _, ids = top(router_logits(tokens, experts, SKEW * skew, gen), topk)
     return tuple(torch.bincount(ids.flatten().long(), minlength=experts).tolist())
@@ -117,7 +117,6 @@ def estimate(program: Program, sizes: dict, target, params: Params | None = None
     counts = expert_rows(t, e, k, int(sizes.get("SKEW", 0)))
     active = sum(1 for n in counts if n)
     rows = sum(-(-n // c.bm) * c.bm for n in counts)           # padded rows actually used
-    from .routing import padded_rows
     blocks = padded_rows(t, e, k, c.bm) // c.bm                # grid blocks (upper bound)
     sms = target.sms
     pitches = tma_pitches(sizes)
