@@ -56,8 +56,7 @@ def _wide_flags(names: dict[str, str], wide) -> dict[str, bool]:
     return {flag: wide is True or tensor in wide for tensor, flag in names.items()}
 
 
-def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
-                  wide=()) -> AotResult:
+def _compile_here(program: Program, target: Target, wide=()) -> AotResult:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -70,7 +69,7 @@ def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
     sig = kernel_signature(program)
     consts = dict(program.kernel.consts)
     if "NUM_SMS" in sig:
-        consts["NUM_SMS"] = num_sms
+        consts["NUM_SMS"] = target.sms
     consts.update(_wide_flags(wide_flags(program), wide))
     options = {"num_warps": program.kernel.option("num_warps", 4)}
     if program.kernel.option("num_stages") is not None:
@@ -81,7 +80,7 @@ def _compile_here(program: Program, arch: int = 90, num_sms: int = 132,
         name = f"{program.name}_kernel" + (f"_{i}" if i else "")
         try:
             k = triton.compile(ASTSource(getattr(module, name), sig, consts),
-                               target=GPUTarget("cuda", arch, 32), options=options)
+                               target=GPUTarget("cuda", target.arch, 32), options=options)
         except Exception as e:  # the compiler's verdict, reported rather than raised
             return AotResult(False, time.perf_counter() - t0,
                              error=f"{name}: {type(e).__name__}: {e}"[:2000])
@@ -128,7 +127,7 @@ def main(argv=None) -> int:
         wide = True if names == "all" else tuple(n for n in names.split(",") if n)
     target = load_target(argv[argv.index("--target", 1) + 1] if "--target" in argv[1:]
                          else DEFAULT_HARDWARE)
-    result = _compile_here(Program.from_text(text), target.arch, target.sms, wide=wide)
+    result = _compile_here(Program.from_text(text), target, wide=wide)
     print(json.dumps(result.to_dict()))
     return 0 if result.ok else 1
 
