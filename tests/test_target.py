@@ -139,3 +139,23 @@ def test_the_compiler_builds_for_the_target():
     assert hopper.wgmma > 0 and ampere.wgmma == 0, (hopper, ampere)
     assert load_target("h200").default_mma(4, 64) == "wgmma"
     assert load_target("a100").default_mma(4, 64) == "mma_v2"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hardware", ["a100", "h100"])
+def test_every_task_starts_measured_at_every_shape(hardware):
+    """Through the env (the checker at the real shape with the target's SM count, then the
+    model): every registered task's baseline is measured at every shape of its suite."""
+    from argus_env.envs.kernel_env import KernelEnv
+    from argus_env.registry import TASKS
+    missing = []
+    for task in TASKS:
+        env = KernelEnv(task=task, hardware=hardware, correctness="none", split="all")
+        try:
+            for case in env.cases:
+                _, info = env.reset(options={"shape": case.name})
+                if not (info["measurement"] or {}).get("ok"):
+                    missing.append((task, case.name, (info["measurement"] or {}).get("error")))
+        finally:
+            env.close()
+    assert not missing, missing
