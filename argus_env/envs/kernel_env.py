@@ -29,7 +29,6 @@ MAX_TEXT = 20_000
 MAX_CALL = 200        # characters of a transformation call such as `split_k(4)`
 MAX_SIZE = 2**31 - 1  # a problem size (kernels index with 32-bit integers)
 log = logging.getLogger(__name__)
-CONFIG_DIM = 18
 PERF_DIM = 4
 REPORT_DIM = GENERIC_DIM  # the report's generic slots; the task's pack adds its block
 
@@ -63,8 +62,9 @@ class KernelEnv(gym.Env):
     whitelisting front end, never executed).
 
     ## Observation Space
-    `Dict`: `config` (18 floats in [0, 1]: log tile sizes, warps, stages, swizzle group,
-    split-K, flags for persistent/TMA/warp specialization/k-major, grid size, shape),
+    `Dict`: `config` (`task.config_dim` floats in [0, 1], from the task's own encoder,
+    `Task.encode_config`: each field of its configuration, the program's structure as
+    feature extraction reads it, a hand-written-program flag, the shape's log sizes),
     `report` (`argus_env.check.report.ReportLayout`: the status proven / violation /
     undecided, log-scaled violation counts per core invariant, the first violation's class,
     line and element, the numbers of violations and of undecided obligations; then the
@@ -180,7 +180,7 @@ class KernelEnv(gym.Env):
         self.catalog = self.space_.catalog()
         n = len(self.catalog)
         self.report_layout = ReportLayout.for_pack(pack_of(self.task))
-        obs = {"config": spaces.Box(0.0, 1.0, (CONFIG_DIM,), np.float32),
+        obs = {"config": spaces.Box(0.0, 1.0, (self.task.config_dim,), np.float32),
                "report": spaces.Box(0.0, 1e6, (self.report_layout.size,), np.float32),
                "perf": spaces.Box(0.0, 1e6, (PERF_DIM,), np.float32),
                "action_mask": spaces.MultiBinary(n)}
@@ -462,7 +462,7 @@ class KernelEnv(gym.Env):
 
     def _obs(self) -> dict:
         ev = self.state.evaluation
-        obs = {"config": _config_vector(ev, self.sizes),
+        obs = {"config": self.task.encode_config(self.state.config, ev.features, self.sizes),
                "report": _report_vector(ev.report, self.report_layout),
                "perf": self._perf(ev), "action_mask": self.action_mask()}
         if self.mode == "text":
@@ -537,20 +537,6 @@ def _ascii(text: str) -> str:
     return text[:MAX_TEXT]
 
 
-def _config_vector(ev: Evaluation, sizes: dict) -> np.ndarray:
-    f = ev.features
-    vec = np.zeros(CONFIG_DIM, dtype=np.float32)
-    dims = list(sizes.values())[:3]
-    vec[15:15 + len(dims)] = [_log2(d) / 16 for d in dims]
-    if f is None:
-        return np.clip(vec, 0, 1)
-    vec[:15] = [_log2(f.block_m) / 8, _log2(f.block_n) / 8, _log2(f.block_k) / 8,
-                f.num_warps / 16, f.stages / 8, _log2(f.group_m) / 4, _log2(f.split_k) / 4,
-                f.persistent, f.tma_loads, f.tma_store, f.warp_specialize, f.kmajor_b,
-                f.atomic_output, _log2(f.grid_programs) / 24, _log2(f.tiles) / 24]
-    return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1)
-
-
 def _report_vector(report, layout: ReportLayout | None = None) -> np.ndarray:
     """The report's numeric encoding in `layout` (generic slots alone by default), clipped
     into the observation space; if the encoder fails on a violation (an element coordinate
@@ -563,11 +549,3 @@ def _report_vector(report, layout: ReportLayout | None = None) -> np.ndarray:
                     type(e).__name__, e)
         vec = layout.encode(report, element=False)
     return np.clip(np.nan_to_num(vec, nan=0.0), 0, 1e6).astype(np.float32)
-
-
-def _log2(x) -> float:
-    """log2 of a feature, 0 for the degenerate values a hand-written program may give."""
-    try:
-        return math.log2(x) if x > 1 else 0.0
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
