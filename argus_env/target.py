@@ -174,10 +174,6 @@ class Target:
             return f"warp specialization: not available on {self.name} (sm_90+)"
         return None
 
-    def summary(self) -> dict:
-        """The target's facts as plain data (for records and prompts)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "profile"}
-
 
 @lru_cache(maxsize=None)
 def _target(name: str, directory: Path | None) -> Target:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from argus_env.measure.features import TRITON_DEFAULT_STAGES
 from argus_env.resources import Footprint, dot_footprint
 from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
-
-TRITON_DEFAULT_STAGES = 3     # Triton's pipelining depth where the loop names none
 
 
 @dataclass(frozen=True)
