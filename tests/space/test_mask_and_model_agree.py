@@ -127,3 +127,46 @@ def test_every_baseline_is_measured_on_every_shape(task_name, profile):
         assert m.ok and m.tflops > 0 and m.ms > 0, (case.name, profile, m.error)
         ctx = {"sizes": case.sizes, "target": target}
         assert space.config_reason(space.baseline(), ctx) is None, (case.name, profile)
+
+
+def _recorded_configs(task):
+    """program hash -> configuration, for the configurations the task's H200 tables hold."""
+    space = task.space
+    if task.name == "gemm":
+        from benchmarks.record_gemm_table import configurations
+        configs = {None: configurations()}
+    else:
+        import importlib
+        module = importlib.import_module(f"argus_env.tasks.{task.name}.space")
+        configs = {None: module.table_configurations()}
+        if hasattr(module, "structure_configurations"):
+            configs.update({case.name: module.structure_configurations(case.sizes)
+                            for case in task.shapes})
+    out = {}
+    for case in task.shapes:
+        for c in configs[None] + configs.get(case.name, []):
+            out[task.bind(space.program(c), case.sizes).hash] = c
+    return out
+
+
+@pytest.mark.parametrize("task_name", sorted(RESOURCE_FIELDS))
+def test_the_h200_mask_allows_every_configuration_the_h200_ran(task_name):
+    """The tables recorded on the H200: no configuration that compiled and ran there is
+    refused by the mask at its shape (the rules are not stricter than the hardware)."""
+    import csv
+    task, target = get_task(task_name), load_target("h200")
+    configs = _recorded_configs(task)
+    folder = task.anchors_file.parent
+    rows = [r for path in sorted(folder.glob("table_*h200.csv")) for r in csv.DictReader(path.open())]
+    sizes_of = {case.name: case.sizes for case in task.shapes}
+    checked, refused = 0, []
+    for r in rows:
+        c = configs.get(r["program_hash"])
+        if c is None or r["ok"] != "True" or r["shape"] not in sizes_of:
+            continue
+        checked += 1
+        reason = task.space.config_reason(c, {"sizes": sizes_of[r["shape"]], "target": target})
+        if reason:
+            refused.append((r["shape"], c, reason))
+    assert checked >= 100, checked
+    assert not refused, refused[:3]
