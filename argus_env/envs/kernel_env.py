@@ -175,6 +175,7 @@ class KernelEnv(gym.Env):
                                                 correctness_timeout=correctness_timeout,
                                                 check_shapes=check_shapes,
                                                 target=self.target)
+        self.target = self.evaluator.target   # a given evaluator's: mask and prices agree
         self.profile = self.target.profile
         self.reward_fn = load_reward(reward)
         self.catalog = self.space_.catalog()
