@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -90,7 +92,8 @@ class Evaluator:
 
     def __init__(self, task, backend: Backend, correctness: str = "interpreter",
                  worker=None, cache_size: int = 4096, correctness_timeout: float = 20.0,
-                 check_shapes: int | list[dict] = 2, target: Target | None = None):
+                 check_shapes: int | list[dict] = 2, target: Target | None = None,
+                 numerics_workers: int | None = None):
         self.task = task
         self.backend = backend
         # the hardware the checker, the features and the backend all assume
@@ -102,18 +105,27 @@ class Evaluator:
                 and cache_size >= 1):
             raise ValueError(f"cache_size must be a positive number of entries, got "
                              f"{cache_size!r}")
+        if numerics_workers is None:  # the parent waits meanwhile: one per core, up to 2
+            numerics_workers = min(2, os.cpu_count() or 1)
+        if not (isinstance(numerics_workers, int) and not isinstance(numerics_workers, bool)
+                and numerics_workers >= 1):
+            raise ValueError(f"numerics_workers must be a positive number of processes, got "
+                             f"{numerics_workers!r}")
+        self.numerics_workers = numerics_workers if worker is None else 1
         self._worker = worker
         self._shared = False  # whether `_worker` is the process's shared worker, counted
+        self._more: list = []  # further shared workers, for reduced shapes side by side
         self._cache = LRU(cache_size)  # the only cache on a step's path (see the module doc)
         self.hits = self.misses = 0
         if correctness == "interpreter":
-            self.worker.prestart()  # its imports overlap the first check
+            for w in self._numerics_workers(len(self.check_shapes)):
+                w.prestart()  # their imports overlap the first check
 
     def __getstate__(self) -> dict:
         """A copy (pickle, deepcopy, another process) holds no worker process: it starts or
         shares one on its first numerics check; the remembered answers travel along."""
         state = dict(self.__dict__)
-        state["_worker"], state["_shared"] = None, False
+        state["_worker"], state["_shared"], state["_more"] = None, False, []
         return state
 
     @property
@@ -153,11 +165,26 @@ class Evaluator:
             self._shared = True
         return self._worker
 
+    def _numerics_workers(self, shapes: int) -> list:
+        """The workers that check `shapes` reduced shapes: the first, and as many more of
+        the process's shared ones as `numerics_workers` allows."""
+        want = min(max(shapes, 1), self.numerics_workers)
+        first = self.worker
+        if len(self._more) < want - 1:
+            from ..measure.worker import acquire_shared_worker
+            while len(self._more) < want - 1:
+                self._more.append(acquire_shared_worker(interpret=True,
+                                                        slot=len(self._more) + 1))
+        return [first, *self._more[:want - 1]]
+
     def close(self) -> None:
-        """Release worker processes: the shared interpreter worker (stopped when its last
-        user closes) and the backend's own (the live `gpu` backend's)."""
+        """Release worker processes: the shared interpreter workers (each stopped when its
+        last user closes) and the backend's own (the live `gpu` backend's)."""
+        from ..measure.worker import release_shared_worker
+        for w in self._more:
+            release_shared_worker(w)
+        self._more = []
         if self._shared:
-            from ..measure.worker import release_shared_worker
             release_shared_worker(self._worker)
             self._worker, self._shared = None, False
         own = getattr(self.backend, "worker", None)
@@ -266,37 +293,82 @@ class Evaluator:
                       "message": f"{type(e).__name__}: {e}"[:2000]}
             self._cache.put(key, answer)
             return answer
-        self.worker.ensure_started()  # a (re)start is not the program's time, but the step's
+        workers = self._numerics_workers(len(shapes))
+        for w in workers:
+            w.ensure_started()  # a (re)start is not the program's time, but the step's
         deadline = time.monotonic() + self.correctness_timeout
         by_step = step_deadline is not None and step_deadline < deadline
         if by_step:
             deadline = step_deadline
         budget = "step's time budget" if by_step else \
             f"{self.correctness_timeout:g} s correctness budget"
+        answers = _run_lanes(workers, len(shapes), lambda w, i: self._run_shape(
+            w, an, source, i, shapes[i], deadline - time.monotonic(), budget))
         answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
-        for i, sizes in enumerate(shapes):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                answer = {"status": "timeout", "ok": False, "message": "correctness checks "
-                          f"did not finish within the {budget}"}
-                break
-            bound = self.task.bind(program, sizes)
-            answer = self.worker.run(bound, self.task.name, sizes, seed=_seed(an, i),
-                                     timeout=left, source=source if bound is program else None)
-            answer["sizes"] = dict(sizes)
+        checked = 0
+        for answer in answers:  # the first failure in shape order, else the last success
+            checked += 1
             if not answer.get("ok"):
-                shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
-                answer["message"] = f"at {shape}: {answer.get('message', '')}"
-                if answer.get("status") == "timeout":
-                    answer["message"] = (f"the kernel did not finish within the {budget} "
-                                         f"(at sizes {dict(sizes)})")
                 break
-        answer["shapes_checked"] = i + 1 if shapes else 0
+        answer["shapes_checked"] = checked
         if answer.get("status") == "timeout" and by_step:
             answer["budget"] = "step"  # cut short by the step: not remembered, tried again
         elif not answer.get("transient"):  # a worker killed from outside: tried again
             self._cache.put(key, dict(answer))
         return answer
+
+
+    def _run_shape(self, worker, an: Analysis, source: str, i: int, sizes: dict, left: float,
+                   budget: str) -> dict:
+        """The worker's answer for the `i`th reduced shape, its failure message naming it."""
+        if left <= 0:
+            return {"status": "timeout", "ok": False, "sizes": dict(sizes),
+                    "message": f"correctness checks did not finish within the {budget}"}
+        program = an.program
+        bound = self.task.bind(program, sizes)
+        answer = worker.run(bound, self.task.name, sizes, seed=_seed(an, i), timeout=left,
+                            source=source if bound is program else None)
+        answer["sizes"] = dict(sizes)
+        if not answer.get("ok"):
+            shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            answer["message"] = f"at {shape}: {answer.get('message', '')}"
+            if answer.get("status") == "timeout":
+                answer["message"] = (f"the kernel did not finish within the {budget} "
+                                     f"(at sizes {dict(sizes)})")
+        return answer
+
+
+def _run_lanes(workers: list, n: int, run) -> list[dict]:
+    """`run(worker, i)` for i < n, shape i on worker i % len(workers), each worker taking
+    its shapes in order in a thread of its own (the parent only waits meanwhile). The
+    answers in shape order up to and including the first failure: a lane stops at its
+    first failure, and no lane starts a shape after a failure at an earlier one."""
+    answers: list = [None] * n
+    failed = [n]  # the earliest failing shape so far
+
+    def lane(k: int) -> None:
+        for i in range(k, n, len(workers)):
+            if i > failed[0]:
+                return
+            answers[i] = run(workers[k], i)
+            if not answers[i].get("ok"):
+                failed[0] = min(failed[0], i)
+                return
+    threads = [threading.Thread(target=lane, args=(k,), daemon=True)
+               for k in range(1, min(len(workers), n))]
+    for t in threads:
+        t.start()
+    lane(0)
+    for t in threads:
+        t.join()
+    out = []
+    for a in answers:
+        if a is None:
+            break
+        out.append(a)
+        if not a.get("ok"):
+            break
+    return out
 
 
 def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict],

@@ -167,6 +167,7 @@ def _set_mode(interpret: bool) -> None:
         os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         if interpret:
             _patch_interpreter_bf16()
+            _wrap_integers_as_compiled()
     elif _mode != interpret:
         raise RuntimeError("this process already runs Triton kernels "
                            f"{'under the interpreter' if _mode else 'compiled'}; run the other "
@@ -225,6 +226,21 @@ def _patch_interpreter_bf16() -> None:
         return interpreter.TensorHandle(old, val.dtype.scalar)
 
     builder.create_atomic_rmw = create_atomic_rmw
+
+
+def _wrap_integers_as_compiled() -> None:
+    """The interpreter checks every 32-bit integer add, sub and mul for overflow (an int64
+    copy of each operand, two comparisons and an assert per op: about a fifth of a MoE
+    program's interpreted time); compiled kernels do not (`sanitize_overflow` is off
+    outside Triton's debug mode) and wrap. Run as compiled: wrapping arithmetic, the
+    outputs the GPU would give."""
+    import dataclasses
+
+    from triton.runtime import interpreter
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is not None and getattr(options, "sanitize_overflow", False):
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
 
 
 def load_module(program: Program, interpret: bool, source: str | None = None) -> types.ModuleType:

@@ -120,6 +120,7 @@ class Worker:
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.recycle_after = recycle_after  # programs per worker process (0: unbounded)
+        self.slot = 0  # which of the process's shared workers it is (`shared_worker`)
         self._proc = None
         self._conn = None
         self._ready = False  # the running process said it is ready
@@ -139,7 +140,7 @@ class Worker:
                "--recycle", str(int(self.recycle_after))]
         try:
             self._proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                                          env={**os.environ, "PYTHONPATH": _pythonpath()})
+                                          env=_environment(self.interpret))
         except OSError:
             parent.close()
             return False
@@ -301,6 +302,19 @@ def _signal_name(n: int) -> str:
         return f"signal {n}"
 
 
+#: thread pools of the libraries a worker runs (torch's OpenMP, NumPy's BLAS): one thread
+#: each under the interpreter, whose tiles are small and whose workers run side by side
+#: (several pools spinning on a few cores slow every one of them down many times)
+SERIAL = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _environment(interpret: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": _pythonpath()}
+    if interpret:
+        env.update({name: "1" for name in SERIAL})
+    return env
+
+
 def _pythonpath() -> str:
     """This process's import path for the worker, so it imports the same Argus."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -321,24 +335,26 @@ _SHARED: dict[tuple, Worker] = {}
 _USERS: dict[tuple, int] = {}
 
 
-def shared_worker(interpret: bool = True) -> Worker:
-    """One worker per process and mode, shared by every environment in the process."""
-    key = (interpret, os.getpid())
+def shared_worker(interpret: bool = True, slot: int = 0) -> Worker:
+    """One worker per process, mode and slot, shared by every environment in the process
+    (slots past 0 run further reduced shapes side by side)."""
+    key = (interpret, os.getpid(), slot)
     if key not in _SHARED:
         _SHARED[key] = Worker(interpret)
+        _SHARED[key].slot = slot
     return _SHARED[key]
 
 
-def acquire_shared_worker(interpret: bool = True) -> Worker:
+def acquire_shared_worker(interpret: bool = True, slot: int = 0) -> Worker:
     """`shared_worker`, counting the caller as a user until `release_shared_worker`."""
-    key = (interpret, os.getpid())
+    key = (interpret, os.getpid(), slot)
     _USERS[key] = _USERS.get(key, 0) + 1
-    return shared_worker(interpret)
+    return shared_worker(interpret, slot)
 
 
 def release_shared_worker(worker: Worker) -> None:
     """One user fewer; the last one stops the process (a later `run` starts a new one)."""
-    key = (worker.interpret, os.getpid())
+    key = (worker.interpret, os.getpid(), worker.slot)
     if _SHARED.get(key) is not worker or not _USERS.get(key):
         return
     _USERS[key] -= 1

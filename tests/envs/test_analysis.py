@@ -59,12 +59,11 @@ def test_a_new_program_is_analysed_once_and_a_known_one_not_at_all(monkeypatch):
         env.reset(seed=0, options={"shape": SHAPE})
         core = env.unwrapped
         sent = []
-        run = core.evaluator.worker.run
-
-        def recording_run(program, *a, **k):
-            sent.append((program, k.get("source")))
-            return run(program, *a, **k)
-        monkeypatch.setattr(core.evaluator.worker, "run", recording_run)
+        for worker in core.evaluator._numerics_workers(2):
+            def recording_run(program, *a, _run=worker.run, **k):
+                sent.append((program, k.get("source")))
+                return _run(program, *a, **k)
+            monkeypatch.setattr(worker, "run", recording_run)
         calls = _counters(monkeypatch, core.task, core.sizes)
         _, _, _, _, info = env.step(_index(env, "tile_n", 128))
         assert info["error"] is None and info["report"]["ok"], info["error"] or info["report_text"]
@@ -96,9 +95,9 @@ def test_a_compiler_hint_does_not_run_the_numerics_again(monkeypatch):
         env.reset(seed=0, options={"shape": SHAPE})
         core = env.unwrapped
         sent = []
-        run = core.evaluator.worker.run
-        monkeypatch.setattr(core.evaluator.worker, "run",
-                            lambda *a, **k: sent.append(a) or run(*a, **k))
+        for worker in core.evaluator._numerics_workers(2):
+            monkeypatch.setattr(worker, "run",
+                                lambda *a, _run=worker.run, **k: sent.append(a) or _run(*a, **k))
         checks = core.evaluator.misses
         _, _, _, _, first = env.step(_index(env, "stages", 4))
         _, _, _, _, second = env.step(_index(env, "warps", 8))
@@ -166,9 +165,39 @@ def test_an_environment_keeps_the_bound_over_many_programs():
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
-def test_cache_size_must_be_a_positive_count(bad):
-    with pytest.raises(ValueError, match="cache_size"):
-        Evaluator(get_task("gemm"), ModelBackend("h200"), correctness="none", cache_size=bad)
+@pytest.mark.parametrize("what", ["cache_size", "numerics_workers"])
+def test_counts_must_be_positive(what, bad):
+    with pytest.raises(ValueError, match=what):
+        Evaluator(get_task("gemm"), ModelBackend("h200"), correctness="none", **{what: bad})
+
+
+def test_reduced_shapes_run_side_by_side_with_the_verdict_of_the_first_failure():
+    """With two workers the shapes are split between them; the answer is the one a single
+    worker gives: the first failing shape in order, or the last success."""
+    import threading
+    import time as _time
+
+    from argus_env.envs.evaluate import _run_lanes
+
+    class Fake:
+        def __init__(self):
+            self.threads = set()
+    workers = [Fake(), Fake()]
+
+    def run(w, i, bad=()):
+        w.threads.add(threading.get_ident())
+        _time.sleep(0.05)
+        return {"ok": i not in bad, "i": i}
+    t0 = _time.perf_counter()
+    answers = _run_lanes(workers, 4, run)
+    assert [a["i"] for a in answers] == [0, 1, 2, 3] and all(a["ok"] for a in answers)
+    assert _time.perf_counter() - t0 < 0.19, "the lanes did not overlap"
+    assert workers[0].threads.isdisjoint(workers[1].threads)
+    for bad, first in (({1, 2}, 1), ({2}, 2), ({0, 3}, 0)):
+        answers = _run_lanes(workers, 4, lambda w, i: run(w, i, bad))
+        assert [a["ok"] for a in answers] == [True] * first + [False], (bad, answers)
+    one = _run_lanes(workers[:1], 3, lambda w, i: run(w, i, {1}))
+    assert [a["i"] for a in one] == [0, 1], "one worker stops at its first failure"
 
 
 def test_an_analysis_travels_with_its_evaluation():
