@@ -46,7 +46,6 @@ import numpy as np
 from gymnasium import spaces
 
 from .check.report import normalise_encoding
-
 from .registry import DEFAULT_ENV_ID
 
 ENV_NAME = "argus-masked"
