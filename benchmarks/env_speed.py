@@ -1,13 +1,15 @@
 """Environment step speed on this machine, per registered task, with the defaults (model
 measurement, numerics under the Triton interpreter).
 
-- reset: `reset` at each of the task's shapes, the worker already running (a new
+- reset: `reset` at each of the task's other shapes, the worker already running (a new
   episode at a new shape: the baseline's check, numerics and measurement); the cold
   start (`gym.make` and the first reset, worker start included) is recorded apart;
 - uncached: steps that meet a new program (random legal actions): invariant check (z3),
   numerical check in the worker (Triton interpreter at the reduced shapes), cost model;
 - cached: the same actions replayed after a reset, so every program is known and a step
-  costs the transformation, the observation and the reward.
+  costs the transformation, the observation and the reward (a program whose check was
+  undecided or cut short by the step budget is not remembered: such replayed steps are
+  counted apart, not in the rate).
 
     python benchmarks/env_speed.py --out benchmarks/results/env_speed.json
 
@@ -51,6 +53,8 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
     cold = time.perf_counter() - t0
     resets = {}
     for case in core.task.shape_cases("all"):
+        if case.name == first:
+            continue  # its baseline is known now: that reset would be a cache hit
         t0 = time.perf_counter()
         env.reset(seed=seed, options={"shape": case.name})
         resets[case.name] = time.perf_counter() - t0
@@ -72,10 +76,17 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
                                        "proven" if info["report"]["ok"] else "violation")
             failures[kind] = failures.get(kind, 0) + 1
     env.reset(seed=seed, options={"shape": first})
-    t0 = time.perf_counter()
+    hit_seconds, again = 0.0, 0
     for a in actions:
+        before = ev.misses
+        t0 = time.perf_counter()
         env.step(a)
-    cached_rate = len(actions) / (time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        if ev.misses > before:
+            again += 1  # an undecided or cut-short check is not remembered: checked again
+        else:
+            hit_seconds += dt
+    cached_rate = (len(actions) - again) / hit_seconds
     env.close()
     result = {
         "env_id": env_id, "shape": first, "cold_start_s": cold,
@@ -85,7 +96,8 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
         "uncached_median_ms": 1000 * statistics.median(uncached),
         "uncached_p90_ms": 1000 * _p90(uncached),
         "uncached_max_ms": 1000 * max(uncached),
-        "cached_steps": len(actions), "cached_steps_per_s": cached_rate}
+        "cached_steps": len(actions) - again, "cached_steps_per_s": cached_rate,
+        "replayed_steps_checked_again": again}
     result["targets_met"] = {
         "uncached_median_ms": result["uncached_median_ms"] <= TARGETS["uncached_median_ms"],
         "uncached_p90_ms": result["uncached_p90_ms"] <= TARGETS["uncached_p90_ms"],

@@ -11,7 +11,7 @@ from ..ir.printer import print_kernel
 from ..ir.rewrite import structural_hash
 from .errors import DSLError
 from .frontend import DEFAULT_LIMITS, Limits, parse_program
-from .semantic import KernelInfo, infer
+from .semantic import KernelInfo, Typer, infer
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,22 @@ class Program:
 
     @functools.cached_property
     def info(self) -> KernelInfo:
-        return infer(self.kernel)
+        typer = Typer(self.kernel, types={})
+        info = infer(self.kernel, typer)
+        self.__dict__["typer"] = typer  # the one type check, kept for later walks
+        return info
+
+    @functools.cached_property
+    def typer(self) -> Typer:
+        """The typer of the program's type check, answering from the types it recorded
+        (a copy from another process, whose expressions are new objects, has a fresh one)."""
+        self.info
+        return self.__dict__.get("typer") or Typer(self.kernel)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("typer", None)  # its record is keyed by this process's objects
+        return state
 
     @property
     def name(self) -> str:

@@ -37,11 +37,22 @@ class Scope:
         return Scope(dict(self.names))
 
 
-class Typer:
-    """Types of DSL expressions. Stateless apart from the kernel it belongs to."""
+#: recorded for an expression typed twice with different results (its type depends on
+#: the scope it is met in): a later walk works it out again
+_SCOPED = object()
 
-    def __init__(self, kernel: ir.Kernel):
+
+class Typer:
+    """Types of DSL expressions. Stateless apart from the kernel it belongs to, and the
+    types it remembers: a typer made by `infer` records the type of every expression the
+    type check met (`recording`), then answers later walks of the same kernel (lowering,
+    feature extraction) from that record instead of working the types out again."""
+
+    def __init__(self, kernel: ir.Kernel, types: dict | None = None):
         self.kernel = kernel
+        self.types = types        # id(expression) -> its type, while the kernel lives
+        self.recording = False
+        self.worked_out = 0       # expressions typed by their rule, not from the record
 
     # ------------------------------------------------------------ entry points
     def initial_scope(self) -> Scope:
@@ -60,10 +71,20 @@ class Typer:
         return scope
 
     def expr(self, e: ir.Expr, scope: Scope) -> Type:
+        types = self.types
+        if types is not None and not self.recording:
+            t = types.get(id(e))
+            if t is not None and t is not _SCOPED:
+                return t
         rule = _EXPR_RULES.get(type(e))
         if rule is None:
             raise DSLTypeError(f"no typing rule for {type(e).__name__}", e.loc.line)
-        return rule(self, e, scope)
+        self.worked_out += 1
+        t = rule(self, e, scope)
+        if self.recording:
+            seen = types.get(id(e))
+            types[id(e)] = t if seen is None or seen == t else _SCOPED
+        return t
 
     def err(self, node, message: str) -> DSLTypeError:
         return DSLTypeError(message, node.loc.line, node.loc.col)
@@ -310,15 +331,17 @@ class KernelInfo:
                 if (p.name in self.stored or p.name in self.atomic) and p.name not in self.loaded]
 
 
-def infer(kernel: ir.Kernel) -> KernelInfo:
-    """Type-check a whole program; raise `DSLTypeError` at the first problem."""
-    return _Checker(kernel).run()
+def infer(kernel: ir.Kernel, typer: Typer | None = None) -> KernelInfo:
+    """Type-check a whole program; raise `DSLTypeError` at the first problem. A `typer`
+    with a `types` record is filled with the type of every expression met."""
+    return _Checker(kernel, typer).run()
 
 
 class _Checker:
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, typer: Typer | None = None):
         self.kernel = kernel
-        self.typer = Typer(kernel)
+        self.typer = typer if typer is not None else Typer(kernel)
+        self.typer.recording = self.typer.types is not None
 
     def run(self) -> KernelInfo:
         k = self.kernel
@@ -343,6 +366,7 @@ class _Checker:
             self._effects(ir.ExprStmt(grid))
             self.typer.expr(grid, scope)
             self.block(stmts, scope, in_loop=False)
+        self.typer.recording = False
         return self.info
 
     def _grid_names(self, grid: ir.Call, scope: Scope) -> None:

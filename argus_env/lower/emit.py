@@ -1,8 +1,9 @@
 """IR -> the body of a `@triton.jit` kernel, as Python `ast` nodes.
 
-The emitter walks the program once with the semantic layer's `Typer`, so every op is
-lowered knowing the shapes and dtypes of its operands. Expressions become Python
-expressions over `tl`; the printer is `ast.unparse`, which gets precedence right.
+The emitter walks the program once with the program's `Typer` (the type check's, which
+remembers every expression's type), so every op is lowered knowing the shapes and dtypes
+of its operands. Expressions become Python expressions over `tl`; the printer is
+`ast.unparse`, which gets precedence right.
 Lowering rules are a table keyed by op name; an op without a rule fails with its name.
 
 Global tensors become a base pointer plus one stride per dim (`a_ptr`, `stride_am`,
@@ -187,10 +188,11 @@ class Defs:
 class KernelEmitter:
     """Emits the statements of one kernel's body."""
 
-    def __init__(self, info: KernelInfo, tensors: dict[str, TensorArgs]):
+    def __init__(self, info: KernelInfo, tensors: dict[str, TensorArgs],
+                 typer: Typer | None = None):
         self.info = info
         self.kernel = info.kernel
-        self.typer = Typer(self.kernel)
+        self.typer = typer or Typer(self.kernel)  # the program's own: types already known
         self.tensors = tensors
         self.defs = Defs()
 

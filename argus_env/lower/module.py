@@ -95,7 +95,7 @@ def _generate(program: Program) -> tuple[str, dict[str, str], dict[str, str]]:
     grids = [f"grid_{i}" for i in range(1, len(knames))]
     names = E.Names(E.program_names(k) | FIXED_NAMES | set(knames) | set(grids))
     tensors = {p.name: E.TensorArgs(p, names) for p in k.tensors}
-    emitter = E.KernelEmitter(info, tensors)
+    emitter = E.KernelEmitter(info, tensors, program.typer)
     bodies = [_widen(E.render(emitter.body(stmts)), tensors) for _, stmts in launches(k)]
     uses_tma = any(ta.descriptors for ta in tensors.values())
 

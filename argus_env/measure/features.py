@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..dsl.program import Program
-from ..dsl.semantic import Scope, Typer
+from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
 from ..ir.rewrite import walk
@@ -116,7 +116,7 @@ class _MainDot:
 
     def __init__(self, program: Program):
         self.program = program
-        self.typer = Typer(program.kernel)
+        self.typer = program.typer  # the type check's: it knows every expression's type
         self.best: dict | None = None
         self.tma_store = False
         self.staging_bytes = 0          # bytes of the tiles stored by TMA
