@@ -12,18 +12,20 @@ import numpy as np
 
 from ...ir import nodes as ir
 from ...ir.rewrite import walk
+from ..fragments import mma_policy
 from .ops import merge_tags, varies
 from .values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
 
 F32 = np.float32
 
 
-def policy(it, e: ir.Call) -> str:
+def policy(it, e: ir.Call, block_m: int) -> str:
     """The accumulator's fragment policy: the `mma` argument, else what Triton picks."""
     mma = e.arg("mma")
     if isinstance(mma, ir.Symbol):
         return mma.name
-    return "wgmma" if it.num_warps % 4 == 0 else "mma_v2"
+    policy = mma_policy(it.sh.target, it.num_warps, block_m)
+    return policy if policy in ("wgmma", "mma_v2") else "blocked"
 
 
 def dot(it, e: ir.Call) -> Val:
@@ -33,7 +35,7 @@ def dot(it, e: ir.Call) -> Val:
     acc_e = e.arg("acc")
     acc = None if acc_e is None or (isinstance(acc_e, ir.Const) and acc_e.value is None) \
         else it.val(acc_e)
-    line, layout = e.loc.line, policy(it, e)
+    line, layout = e.loc.line, policy(it, e, a.shape[0])
     shape = (a.shape[0], b.shape[1])
     inv = "pipeline" if _prefetched(it, e, a, b) else "contraction"
     ta, tb = tagged(a), tagged(b)

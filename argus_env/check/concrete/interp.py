@@ -98,6 +98,7 @@ class Shared:
     probe: Probe | None = None
     data: dict[str, np.ndarray] = field(default_factory=dict)
     pack: InvariantPack | None = None           # the task's invariant pack, if any
+    target: object = None                       # argus_env.target.Target: MMA defaults
 
 
 class Interp:

@@ -41,12 +41,14 @@ __all__ = ["check_concrete", "replay", "ConcreteError"]
 
 
 def check_concrete(program: Program, sizes: dict[str, int], task=None, inputs: dict | None = None,
-                   num_sms: int = 3, max_instances: int = 100_000) -> InvariantReport:
+                   num_sms: int = 3, max_instances: int = 100_000,
+                   target=None) -> InvariantReport:
     """Check `program` by running all its instances at `sizes` (method "concrete").
 
     `task` supplies the coverage every output element must end with; `inputs` the content
     of integer input tensors (numpy or torch) and values of runtime scalars; `num_sms` is
-    what `A.num_sms()` returns. Raises `ValueError` when the grid has more than
+    what `A.num_sms()` returns; `target` (an `argus_env.target.Target`) gives the MMA
+    instruction of a `dot` without `mma=` (the thread named in a counterexample). Raises `ValueError` when the grid has more than
     `max_instances` instances, `ConcreteError` when an op cannot be run concretely.
     """
     start = time.perf_counter()
@@ -54,6 +56,7 @@ def check_concrete(program: Program, sizes: dict[str, int], task=None, inputs: d
         raise ValueError(f"check_concrete: {program.name} has {len(program.info.grids)} "
                          "launches; programs of several launches are checked symbolically only")
     sh = _prepare(program, sizes, task, inputs, num_sms)
+    sh.target = target
     count = math.prod(sh.grid)
     if count > max_instances:
         raise ValueError(f"check_concrete: the grid {sh.grid} at {sh.sizes} has {count} "

@@ -44,7 +44,7 @@ class Checker:
 
     def __init__(self, program: Program, sizes: dict[str, int], task=None,
                  num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000,
-                 deadline: float | None = None):
+                 deadline: float | None = None, target=None):
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -58,6 +58,7 @@ class Checker:
         self.pack = pack_of(task)
         self.memo: dict = {}  # the pack's rules keep their per-check state here
         self.num_sms = num_sms
+        self.target = target  # argus_env.target.Target: the MMA default of counterexamples
         self.timeout_ms = timeout_ms
         self.deadline = deadline  # time.monotonic() past which the check gives up
         self.vars = Vars()
@@ -189,7 +190,7 @@ class Checker:
         element = tuple(ev(AXES[i]) for i in range(len(shape)))
         thread = register = None
         if len(shape) == 2 and all(x is not None for x in element):
-            thread, register = owner(frag, shape, self.kernel, element)
+            thread, register = owner(frag, shape, self.kernel, element, self.target)
         v = Violation(
             invariant=invariant, op=op, line=self._line(), message=message,
             source=stmt_text(self.stmt), sizes=dict(self.sizes),

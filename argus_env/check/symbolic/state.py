@@ -13,6 +13,7 @@ import z3
 from ...ir import nodes as ir
 from ...ir.printer import _stmt_ast, print_expr
 from ...layout.tv import fragment_layout
+from ..fragments import mma_policy
 from .values import SV
 
 
@@ -49,11 +50,15 @@ class Write:
     names: dict[str, z3.ArithRef]
 
 
-def owner(frag, shape, kernel: ir.Kernel, element) -> tuple[int | None, int | None]:
-    """Thread and register owning `element` of a tile of fragment policy `frag`."""
+def owner(frag, shape, kernel: ir.Kernel, element,
+          target=None) -> tuple[int | None, int | None]:
+    """Thread and register owning `element` of a tile of fragment policy `frag` (an MMA
+    accumulator without a stated instruction takes the `target`'s default)."""
     warps = kernel.option("num_warps", 4)
     policy = frag if frag in ("wgmma", "mma_v2") else (
-        ("wgmma" if warps % 4 == 0 else "mma_v2") if frag == "mma" else "blocked")
+        mma_policy(target, warps, shape[0]) if frag == "mma" else "blocked")
+    if policy not in ("wgmma", "mma_v2"):
+        policy = "blocked"  # FMA: a blocked layout
     try:
         thread, reg = fragment_layout(policy, tuple(shape), warps).owner_of(*element)
         return int(thread), int(reg)
