@@ -13,8 +13,9 @@
 
 The evaluator holds the one cache of a step's path: a least-recently-used map of
 `cache_size` entries holding evaluations (by program and shape), numerical verdicts (by
-the kernel the interpreter runs and its shapes) and the programs of configurations and
-texts already seen (so a step that meets a known program parses and types nothing).
+the kernel the interpreter runs and its shapes), the programs of configurations and
+texts already seen (so a step that meets a known program parses and types nothing) and
+the action masks of configurations (`remember`).
 """
 
 from __future__ import annotations
@@ -136,26 +137,25 @@ class Evaluator:
         """Entries held now (at most `cache_size`)."""
         return len(self._cache)
 
+    def remember(self, key: tuple, make):
+        """The value remembered under `key` (a tuple whose first item names its kind), else
+        `make()`, remembered; an exception from `make` is raised, nothing remembered."""
+        value = self._cache.get(key)
+        if value is None:
+            value = make()
+            self._cache.put(key, value)
+        return value
+
     def program(self, config, sizes: dict) -> Program:
         """The program of the task space's configuration `config`, bound to the problem's
         constants at `sizes` (rendered, parsed and typed once while it is remembered)."""
-        key = ("config", config, tuple(sorted(sizes.items())))
-        program = self._cache.get(key)
-        if program is None:
-            program = Program.from_text(self.task.space.render(config), filename="<transformed>")
-            program = self.task.bind(program, sizes)
-            self._cache.put(key, program)
-        return program
+        return self.remember(("config", config, tuple(sorted(sizes.items()))), lambda: self.task.bind(
+            Program.from_text(self.task.space.render(config), filename="<transformed>"), sizes))
 
     def parse(self, text: str, filename: str = "<action>") -> Program:
         """`Program.from_text(text)`, remembered by the exact text (a parse error is raised
         again each time, never remembered)."""
-        key = ("text", text)
-        program = self._cache.get(key)
-        if program is None:
-            program = Program.from_text(text, filename=filename)
-            self._cache.put(key, program)
-        return program
+        return self.remember(("text", text), lambda: Program.from_text(text, filename=filename))
 
     @property
     def worker(self):
@@ -224,7 +224,7 @@ class Evaluator:
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, an.task_view, deadline=deadline,
-                                   num_sms=self.target.sms, target=self.target)
+                                   num_sms=self.target.sms)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained

@@ -383,7 +383,8 @@ class KernelEnv(gym.Env):
             name, value = self.catalog[int(action)]
             if name in ("undo", "submit"):
                 return self._special(name)
-            reason = self.space_.why_illegal(self.state.config, name, value, self._ctx())
+            reason = None if self.action_mask()[int(action)] else \
+                self.space_.why_illegal(self.state.config, name, value, self._ctx())
             if reason is not None:
                 raise TransformError(f"{name}({value!r})", f"illegal now: {reason}",
                                      self.legal_actions()[:12])
@@ -447,17 +448,21 @@ class KernelEnv(gym.Env):
                 for (n, v), ok in zip(self.catalog, mask) if ok]
 
     def action_mask(self) -> np.ndarray:
-        """Legal actions now (computed once per state)."""
+        """Legal actions now (computed once per state; the transformations' legality once
+        per configuration and shape while the evaluator remembers it)."""
         if getattr(self, "_mask", None) is not None:
             return self._mask.copy()
-        mask = np.zeros(len(self.catalog), dtype=np.int8)
-        for i, (name, value) in enumerate(self.catalog):
+        config, ctx = self.state.config, self._ctx()
+
+        def legality() -> np.ndarray:
+            return np.array([name in ("undo", "submit") or
+                             self.space_.why_illegal(config, name, value, ctx) is None
+                             for name, value in self.catalog], dtype=np.int8)
+        key = ("mask", config, tuple(sorted(self.sizes.items())), getattr(self.target, "name", None))
+        mask = self.evaluator.remember(key, legality).copy()
+        for i, (name, _) in enumerate(self.catalog):
             if name == "undo":
                 mask[i] = bool(self.history)
-            elif name == "submit":
-                mask[i] = 1
-            else:
-                mask[i] = self.space_.why_illegal(self.state.config, name, value, self._ctx()) is None
         self._mask = mask
         return mask.copy()
 

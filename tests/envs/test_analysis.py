@@ -223,3 +223,28 @@ def test_an_analysis_travels_with_its_evaluation():
     for twin in (pickle.loads(pickle.dumps(ev)), copy.deepcopy(ev)):
         assert twin.analysis.task is get_task("gemm")
         assert "triton" in twin.analysis.__dict__ and twin.triton == text
+
+
+def test_the_mask_of_a_known_configuration_is_remembered_and_undo_follows_the_history():
+    env = gym.make("Argus-GEMM-v0", correctness="none")
+    env.reset(seed=0, options={"shape": SHAPE})
+    core = env.unwrapped
+    undo = core.catalog.index(("undo", None))
+    first = env.unwrapped.action_mask()
+    assert not first[undo], "nothing to undo at reset"
+    asked = []
+    original = core.space_.why_illegal
+    core.space_.why_illegal = lambda *a, **k: asked.append(a) or original(*a, **k)
+    try:
+        obs = env.step(_index(env, "tile_n", 128))[0]
+        assert asked and obs["action_mask"][undo]
+        asked.clear()
+        obs = env.step(undo)[0]
+        assert not asked, "the baseline's legality was worked out again"
+        assert (obs["action_mask"] == first).all()
+        asked.clear()
+        obs = env.step(_index(env, "tile_n", 128))[0]
+        assert len(asked) <= 1, "the mask was worked out again (the edit checks itself once)"
+        assert obs["action_mask"][undo]
+    finally:
+        del core.space_.why_illegal
