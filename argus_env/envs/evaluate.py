@@ -224,7 +224,7 @@ class Evaluator:
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, an.task_view, deadline=deadline,
-                                   num_sms=self.target.sms)
+                                   num_sms=self.target.sms, target=self.target)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained

@@ -135,7 +135,9 @@ class Worker:
     def _spawn(self) -> bool:
         """Start the process without waiting for it; False if it cannot be started."""
         parent, child = socket.socketpair()
-        cmd = [sys.executable, "-m", "argus_env.measure.worker", "--fd", str(child.fileno()),
+        # `-c` rather than `-m`: runpy would run a second copy of this module as __main__
+        # beside the one the package's imports load (and warn about it on stderr)
+        cmd = [sys.executable, "-c", _ENTRY, "--fd", str(child.fileno()),
                "--interpret", "1" if self.interpret else "0",
                "--recycle", str(int(self.recycle_after))]
         try:
@@ -360,6 +362,9 @@ def release_shared_worker(worker: Worker) -> None:
     _USERS[key] -= 1
     if _USERS[key] == 0:
         worker.stop()
+
+
+_ENTRY = "import sys; from argus_env.measure.worker import main; main(sys.argv[1:])"
 
 
 def main(argv: list[str] | None = None) -> None:
