@@ -21,13 +21,21 @@ from argus_env import cli
 
 
 @pytest.mark.slow
+def _signals_as_at_a_terminal() -> None:
+    """Ctrl-C and Ctrl-\\ as a terminal delivers them: a shell starts background jobs with
+    SIGINT and SIGQUIT ignored, and an ignored signal stays ignored across exec (the test
+    suite itself may run as such a job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_argus_run_promptly_and_writes_no_record(tmp_path):
     out = tmp_path / "runs"
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "argus_env.cli", "run", "--task", "gemm",
                              "--agent", "random", "--budget", "400", "--out-dir", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True, text=True)
+                            start_new_session=True, text=True, preexec_fn=_signals_as_at_a_terminal)
     try:
         line = proc.stdout.readline()  # the run has started once it prints its header
         assert "argus run" in line, line + proc.stderr.read()
