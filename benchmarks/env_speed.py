@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,20 +105,8 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
 
 
 def provenance() -> dict:
-    import torch
-    import triton
-    import z3
-
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
-    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "triton": triton.__version__,
-            "z3": z3.get_version_string(), "git_commit": git("rev-parse", "HEAD"),
-            "git_dirty_files": len(git("status", "--porcelain", "--untracked-files=no")
-                                   .splitlines()),
-            "load_average_before": list(os.getloadavg())}
+    from argus_env.envs.record import run_provenance
+    return {**run_provenance(ROOT), "load_average_before": list(os.getloadavg())}
 
 
 def main(argv=None) -> int:

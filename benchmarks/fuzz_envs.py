@@ -40,7 +40,6 @@ import collections
 import json
 import math
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -200,22 +199,6 @@ def summary(tally: Tally, args, started: float, provenance: dict) -> dict:
     }
 
 
-def provenance() -> dict:
-    from argus_env.envs.record import versions
-
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "command": " ".join([Path(sys.executable).name] + sys.argv),
-            "machine": platform.machine(), "cpus": os.cpu_count(),
-            "platform": platform.platform(), "versions": versions()}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--actions", type=int, default=100_000, help="fuzzed actions per env id")
@@ -249,7 +232,8 @@ def main(argv=None) -> int:
     logging.getLogger("argus_env").setLevel(logging.ERROR)  # contained errors are counted
 
     from argus_env.envs import ENV_IDS
-    prov = provenance()
+    from argus_env.envs.record import run_provenance
+    prov = run_provenance(ROOT)
     modes = args.modes.split(",")
     failed = False
     for env_id in args.env or sorted(ENV_IDS):

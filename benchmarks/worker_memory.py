@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,24 +45,6 @@ def rss_mb(pid: int | str = "self") -> float | None:
     except OSError:
         return None
     return None
-
-
-def provenance() -> dict:
-    from argus_env.envs.record import versions
-
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "command": " ".join([Path(sys.executable).name] + sys.argv),
-            "machine": platform.machine(), "cpu": cpu, "cpus": os.cpu_count(),
-            "platform": platform.platform(), "versions": versions()}
 
 
 def run_worker(args, base: str) -> list[dict]:
@@ -163,12 +143,14 @@ def main(argv=None) -> int:
     if args.in_process:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     from argus_env.lower.build import MAX_SOURCES
+    from argus_env.envs.record import run_provenance
     from argus_env.measure.worker import RECYCLE_AFTER
     from argus_env.task import get_task
     args.recycle_after = RECYCLE_AFTER if args.recycle_after is None else args.recycle_after
     base = get_task("gemm").program("baseline").text
     t0 = time.perf_counter()
-    result = {"provenance": provenance(), "measures": " ".join(__doc__.split("\n\n")[1].split()),
+    result = {"provenance": run_provenance(ROOT),
+              "measures": " ".join(__doc__.split("\n\n")[1].split()),
               "programs": args.programs, "sizes": SIZES}
     if args.in_process:
         samples, failures = run_in_process(args, base)

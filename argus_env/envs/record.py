@@ -6,7 +6,10 @@ import datetime
 import json
 import os
 import platform
+import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,6 +28,29 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[mod] = None
     return out
+
+
+def run_provenance(root: Path) -> dict:
+    """Where a benchmark's figures come from: date, the checkout's commit (None outside a
+    git checkout) and whether it had uncommitted changes, the command, the machine and
+    its CPU, and `versions()`."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       platform.processor())
+    except OSError:
+        cpu = platform.processor()
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "command": " ".join([Path(sys.executable).name] + sys.argv),
+            "machine": platform.machine(), "cpu": cpu, "cpus": os.cpu_count(),
+            "platform": platform.platform(), "versions": versions()}
 
 
 @dataclass
