@@ -22,6 +22,7 @@ import z3
 
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from .z3guard import exclusive
 
 _CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
         ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
@@ -175,6 +176,7 @@ def _free(e) -> set:
     return out
 
 
+@exclusive
 def conditions(kernel: ir.Kernel) -> list[Condition]:
     """Every size condition of the kernel, in source order."""
     enc = _Encoder(kernel)
@@ -259,6 +261,7 @@ def _branch(enc: _Encoder, s: ir.If) -> None:
             enc.env[name] = z3.If(cond, a, b)
 
 
+@exclusive
 def regime(conds: list[Condition], sizes: dict) -> tuple[bool | None, ...]:
     """The truth value of each condition at `sizes` (None where a size is missing)."""
     out = []
@@ -272,6 +275,7 @@ def regime(conds: list[Condition], sizes: dict) -> tuple[bool | None, ...]:
     return tuple(out)
 
 
+@exclusive
 def realise(conds: list[Condition], real: dict, base: dict,
             timeout_ms: int = 2000) -> dict | None:
     """The smallest shape (least sum of sizes) that differs from `base` only in sizes the

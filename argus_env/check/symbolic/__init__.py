@@ -8,6 +8,7 @@ op table), `loops` (runtime loops), `whole` (whole-program checks), `checker` (`
 `check`).
 """
 
+from .. import z3guard  # noqa: F401  (first: z3 objects freed by other threads, see there)
 from .checker import QUERY_FLOOR_MS, Checker, check
 from .state import Frame, Write
 

@@ -26,6 +26,7 @@ from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
+from ..z3guard import exclusive
 from .loops import run_loop
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, tdiv, tmod
@@ -395,6 +396,7 @@ def _asker() -> str:
     return _OBLIGATIONS.get(name, f"a solver query of rule `{name.strip('_')}`")
 
 
+@exclusive
 def check(program: Program, sizes: dict[str, int], task=None, **kw) -> InvariantReport:
     """Prove or refute every invariant of `program` at problem `sizes`."""
     return Checker(program, sizes, task, **kw).run()
