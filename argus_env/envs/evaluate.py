@@ -302,8 +302,12 @@ class Evaluator:
             deadline = step_deadline
         budget = "step's time budget" if by_step else \
             f"{self.correctness_timeout:g} s correctness budget"
+        # side by side, each request is pickled here first: the lanes' threads then share
+        # no object (`Worker.prepare` says why that matters)
+        requests = [self._request(an, source, i, s) for i, s in enumerate(shapes)] \
+            if len(workers) > 1 else [None] * len(shapes)
         answers = _run_lanes(workers, len(shapes), lambda w, i: self._run_shape(
-            w, an, source, i, shapes[i], deadline - time.monotonic(), budget))
+            w, an, source, i, shapes[i], deadline - time.monotonic(), budget, requests[i]))
         answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
         checked = 0
         for answer in answers:  # the first failure in shape order, else the last success
@@ -318,16 +322,27 @@ class Evaluator:
         return answer
 
 
+    def _request(self, an: Analysis, source: str, i: int, sizes: dict) -> bytes:
+        """The pickled worker request for the `i`th reduced shape (`Worker.prepare`)."""
+        from ..measure.worker import Worker
+        bound = self.task.bind(an.program, sizes)
+        return Worker.prepare(bound, self.task.name, sizes, seed=_seed(an, i),
+                              source=source if bound is an.program else None)
+
     def _run_shape(self, worker, an: Analysis, source: str, i: int, sizes: dict, left: float,
-                   budget: str) -> dict:
-        """The worker's answer for the `i`th reduced shape, its failure message naming it."""
+                   budget: str, request: bytes | None = None) -> dict:
+        """The worker's answer for the `i`th reduced shape, its failure message naming it;
+        `request`, the shape's request made by `_request`."""
         if left <= 0:
             return {"status": "timeout", "ok": False, "sizes": dict(sizes),
                     "message": f"correctness checks did not finish within the {budget}"}
-        program = an.program
-        bound = self.task.bind(program, sizes)
-        answer = worker.run(bound, self.task.name, sizes, seed=_seed(an, i), timeout=left,
-                            source=source if bound is program else None)
+        if request is not None:
+            answer = worker.run_prepared(request, timeout=left)
+        else:
+            program = an.program
+            bound = self.task.bind(program, sizes)
+            answer = worker.run(bound, self.task.name, sizes, seed=_seed(an, i), timeout=left,
+                                source=source if bound is program else None)
         answer["sizes"] = dict(sizes)
         if not answer.get("ok"):
             shape = ", ".join(f"{k}={v}" for k, v in sizes.items())

@@ -30,6 +30,7 @@ import threading
 import time
 import weakref
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
 #: signals a process raises by running code: a kernel's out-of-bounds access (SIGSEGV,
 #: SIGBUS), an abort in the compiler or runtime (SIGABRT), a trap, a resource limit its run
@@ -218,6 +219,17 @@ class Worker:
         self._proc = self._conn = None
         self._ready = False
 
+    @staticmethod
+    def prepare(program, task: str, sizes: dict, seed: int = 0, op: str = "check",
+                options: dict | None = None, source: str | None = None) -> bytes:
+        """A request for `run_prepared`, pickled now. Callers that run requests from
+        several threads prepare them in one thread first: pickling an object reads (and in
+        CPython 3.11 materialises) its `__dict__`, which two threads doing at once for the
+        same object can corrupt (a garbage collection inside one lets the other in)."""
+        request = {"program": program, "task": task, "sizes": dict(sizes), "seed": seed,
+                   "op": op, "options": dict(options or {}), "source": source}
+        return bytes(ForkingPickler.dumps(request))
+
     def run(self, program, task: str, sizes: dict, seed: int = 0,
             timeout: float | None = None, op: str = "check", options: dict | None = None,
             source: str | None = None) -> dict:
@@ -225,14 +237,17 @@ class Worker:
         `Program` (sent as it is, so the worker neither parses nor types it again) or DSL
         text; `source`, its generated Triton text, spares the worker generating it again.
         Never raises for what the program does."""
+        return self.run_prepared(self.prepare(program, task, sizes, seed, op, options, source),
+                                 timeout)
+
+    def run_prepared(self, request: bytes, timeout: float | None = None) -> dict:
+        """`run` for a request made by `prepare`: sends only bytes, so threads running
+        requests share no object with one another."""
         with self._lock:
-            request = {"program": program, "task": task, "sizes": dict(sizes),
-                       "seed": seed, "op": op, "options": dict(options or {}),
-                       "source": source}
             for attempt in range(2):  # a worker that died between requests is replaced once
                 try:
                     if self._ensure_started():
-                        self._conn.send(request)
+                        self._conn.send_bytes(request)
                         break
                 except OSError:  # BrokenPipeError: it died after the liveness check
                     self.stop()
