@@ -1,0 +1,84 @@
+"""The cost models' recorded error: rows of the GPU tables matched to the programs they
+timed, scores that rank within shapes, a correction never fitted on what it is scored on,
+and the recorded figures every model-priced measurement carries."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from argus_env.measure import learned
+from argus_env.measure.learned import Sample, parse_config_text, scores
+from argus_env.registry import TASKS
+from argus_env.task import get_task
+
+
+def test_configuration_texts_are_parsed_never_evaluated():
+    assert parse_config_text("MoEConfig(block_m=64, stages=None, tma=False)") == \
+        {"block_m": 64, "stages": None, "tma": False}
+    assert parse_config_text("block_m=64,stages=None,tma_loads=True") == \
+        {"block_m": 64, "stages": None, "tma_loads": True}
+    assert parse_config_text("64x64 blocks, 4 warps, exp") is None  # a summary
+    # a call in a value is not a literal: refused, not run
+    assert parse_config_text("Cfg(block_m=__import__('os').getpid())") is None
+    assert parse_config_text("Cfg(1, 2)") is None
+
+
+@pytest.mark.parametrize("name", ["gemm", "moe"])
+def test_table_rows_are_matched_to_the_programs_they_timed(name):
+    task = get_task(name)
+    rows, skipped = learned.samples(task, limit=12)
+    assert rows, skipped
+    # the row's recorded program hash is the hash of the program recovered from its text
+    assert sum(s.hash_matches for s in rows) >= len(rows) - 2, \
+        [(s.shape, s.program_hash) for s in rows if not s.hash_matches]
+    for s in rows:
+        assert s.model_ok and s.model_ms > 0 and s.measured_ms > 0
+        assert set(task.anchor_dims) <= set(s.sizes) <= set(task.size_names())
+
+
+def _sample(shape, measured, predicted, i=0):
+    return Sample(shape, {"M": 1}, ("c", i), "h", True, measured, predicted, True)
+
+
+def test_scores_rank_within_each_shape_and_measure_log_error():
+    # in shape a the model ranks right, in shape b exactly backwards
+    batch = [_sample("a", m, m, i) for i, m in enumerate((1.0, 2.0, 3.0))] + \
+            [_sample("b", m, 4.0 - m, i) for i, m in enumerate((1.0, 2.0, 3.0))]
+    got = scores(batch, [s.model_ms for s in batch])
+    assert got["shapes_ranked"] == 2 and got["spearman_within_shape"] == pytest.approx(0.0)
+    # errors: 0, 0, 0 in a; log 3, 0, log 3 in b
+    assert got["median_abs_log_error"] == pytest.approx(0.0, abs=1e-12)
+    assert got["p90_abs_log_error"] == got["max_abs_log_error"] == pytest.approx(math.log(3.0))
+
+
+def test_a_held_out_group_is_never_in_its_own_fit(monkeypatch):
+    seen = []
+
+    class Recording:
+        def __init__(self, seed=0):
+            pass
+
+        def fit(self, train):
+            seen.append({s.shape for s in train})
+            return self
+
+        def ms(self, batch):
+            held = {s.shape for s in batch}
+            assert not held & seen[-1], "a held-out shape was in the fit"
+            return [s.model_ms for s in batch]
+    monkeypatch.setattr(learned, "Correction", Recording)
+    batch = [_sample(f"s{i % 5}", 1.0 + i, 1.0 + i, i) for i in range(20)]
+    out = learned.cross_validated(batch, lambda s: s.shape, k=5)
+    assert len(seen) == 5 and all(len(x) == 4 for x in seen)
+    assert out == [s.model_ms for s in batch]
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_carries_its_recorded_model_error(name):
+    err = learned.expected_error(get_task(name), "h200")
+    assert err is not None, f"no recorded model error for {name}: run benchmarks/fit_cost_model.py"
+    assert 0 <= err["median_abs_log_error"] <= err["p90_abs_log_error"]
+    assert err["programs"] >= 10 and err["source"].endswith("model_error_h200.json")
+    assert learned.expected_error(get_task(name), "a100") is None  # nothing recorded there
