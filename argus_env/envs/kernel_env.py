@@ -19,6 +19,7 @@ from ..check.pack import pack_of
 from ..check.report import GENERIC_DIM, CheckTimeout, ReportLayout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
+from ..measure.optimum import best_known, regret
 from ..registry import DEFAULT_TASK
 from ..space import Action, TransformError
 from ..task import get_task
@@ -267,6 +268,9 @@ class KernelEnv(gym.Env):
         self.best_tflops = base.throughput
         self.last_tflops = base.throughput
         self.reward_fn.reset(self.state)
+        # the best program known at this shape (the fastest in the GPU tables): an
+        # episode's best is reported against it (`info["regret"]`)
+        self.best_known = best_known(self.task, self.sizes, getattr(self.target, "name", ""))
         self.steps = 0
         self.ended = False  # submitted: later steps are refused until reset
         self._mask = None
@@ -492,7 +496,10 @@ class KernelEnv(gym.Env):
                 "measurement": ev.measurement.to_dict() if ev.measurement else {},
                 "correctness": ev.correctness or {}, "failure": ev.error, "failure_message": ev.message,
                 "action_mask": self.action_mask(), "program": self.state.program.text,
-                "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last)}
+                "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last),
+                # NaN where the tables never measured the shape (a float either way)
+                "best_known_frac_anchor": (self.best_known or {}).get("frac_anchor", math.nan),
+                "regret": regret(self.best_frac, self.best_known)}
         info["triton"] = ev.triton  # from the step's analysis: generated once per program
         return info
 
