@@ -135,8 +135,12 @@ def cmd_leaderboard(args) -> int:
         if not args.check:
             raise ValueError("give results files (JSONL from `argus bench`) or --check DIR")
         return status
-    out = write(build(lines), args.out_dir, sources)
-    console.print(f"leaderboard: {out['markdown']} and {out['html']}")
+    from .results import live_beside
+    live = live_beside(args.results or [])   # live_*.json beside the results files
+    out = write(build(lines, live=live), args.out_dir, sources)
+    console.print(f"leaderboard: {out['markdown']} and {out['html']}"
+                  + (f" (live figures: {', '.join(s['file'] for s in live.sources)})"
+                     if live.sources else " (no live figures: every line unverified)"))
     if args.print:
         sys.stdout.write(out["markdown"].read_text())
     return status

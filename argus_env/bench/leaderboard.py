@@ -24,6 +24,12 @@ Figures, per (env, track, budget) and agent:
 - **violations met**: invariant violations the checker reported, per episode.
 - **from table**: submitted kernels whose figure is a recorded GPU measurement rather than
   the cost model's estimate for a program the table lacks (table mode only).
+- **live**: the same geometric mean over the *live* GPU figures of the submitted kernels
+  (`results.LiveFigures`, joined by hardware, env, shape and submitted program hash; a
+  kernel that failed on the GPU counts as 0). An agent is *verified* when every one of its
+  episodes has a live figure. Boards rank verified agents by the live score, then the
+  unverified ones by the recorded score; with no live figures at all a board ranks by the
+  recorded score and says so (`Board.ranked_by`).
 """
 
 from __future__ import annotations
@@ -62,6 +68,20 @@ class Entry:
     from_table: int = 0                                # submitted kernels measured in the table
     curves: dict = field(default_factory=dict)         # seed -> mean-over-shapes curve
     rank: int = 0
+    live_per_shape: dict = field(default_factory=dict) # shape -> [live fraction per seed]
+    verified: int = 0                                  # episodes with a live figure
+    live_failures: int = 0                             # submitted kernels that failed live
+    live_score: float | None = None                    # None unless every episode is verified
+    episode_rows: list = field(default_factory=list)   # (shape, seed, recorded, live figure)
+
+    @property
+    def is_verified(self) -> bool:
+        return self.episodes > 0 and self.verified == self.episodes
+
+    @property
+    def ranked_score(self) -> float:
+        """The figure the board ranks by: live when verified, else the recorded score."""
+        return self.live_score if self.is_verified else self.score
 
     @property
     def spread(self) -> tuple[float, float]:
@@ -89,6 +109,8 @@ class Board:
     entries: list             # Entry, best first
     sources: dict = field(default_factory=dict)   # provenance common to the lines
     several_budgets: bool = False   # the results hold other budgets for this env and track
+    ranked_by: str = "recorded"     # "live": verified agents ranked by their live score
+    live_sources: list = field(default_factory=list)   # the live-figure files joined
 
     @property
     def title(self) -> str:
@@ -126,9 +148,10 @@ def budget_of(line: dict) -> int:
     return int(line["budget"] if line.get("budget") is not None else line["env_steps"])
 
 
-def build(lines: list[dict]) -> list[Board]:
+def build(lines: list[dict], live=None) -> list[Board]:
     """Boards for every (env, track, budget) in `lines`; raises on mixed measure or
-    hardware within one, and on an episode twice at one budget."""
+    hardware within one, and on an episode twice at one budget. `live`: a
+    `results.LiveFigures` to join (None: no live figures, every line unverified)."""
     groups: dict = {}
     seen = set()
     for line in lines:
@@ -141,14 +164,14 @@ def build(lines: list[dict]) -> list[Board]:
         groups.setdefault((line["env_id"], track, budget), []).append(line)
     order = {"train": 0, "test": 1}
     keys = sorted(groups, key=lambda k: (k[0], order.get(k[1], 2), k[1], k[2]))
-    boards = [_board(env_id, track, budget, groups[env_id, track, budget])
+    boards = [_board(env_id, track, budget, groups[env_id, track, budget], live)
               for env_id, track, budget in keys]
     for b in boards:
         b.several_budgets = sum((o.env_id, o.track) == (b.env_id, b.track) for o in boards) > 1
     return boards
 
 
-def _board(env_id: str, track: str, budget: int, lines: list[dict]) -> Board:
+def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -> Board:
     settings = {(ln["measure"], ln["hardware"]) for ln in lines}
     if len(settings) > 1:
         raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware) "
@@ -159,13 +182,16 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict]) -> Board:
     by_agent: dict = {}
     for ln in lines:
         by_agent.setdefault(ln["agent"], []).append(ln)
-    entries = [_entry(agent, group, shapes, best_known, budget) for agent, group in by_agent.items()]
-    entries.sort(key=lambda e: (-e.score, -e.best_found, e.agent))
+    entries = [_entry(agent, group, shapes, best_known, budget, live)
+               for agent, group in by_agent.items()]
+    entries.sort(key=lambda e: (not e.is_verified, -e.ranked_score, -e.best_found, e.agent))
     for i, e in enumerate(entries, 1):
         e.rank = i
     sources = {k: _common(lines, k) for k in ("hashes", "versions", "hardware_profile")}
+    ranked_by = "live" if any(e.is_verified for e in entries) else "recorded"
     return Board(env_id, track, shapes, budget, measure, hardware,
-                 sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources)
+                 sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources,
+                 ranked_by=ranked_by, live_sources=list(live.sources) if live else [])
 
 
 def _common(lines: list[dict], key: str) -> dict:
@@ -178,13 +204,32 @@ def _common(lines: list[dict], key: str) -> dict:
     return out
 
 
-def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int) -> Entry:
+def live_figure(line: dict, live) -> dict | None:
+    """The live figure of a line's submitted kernel (None: not measured, or no live
+    figures given); where live figures are given, a line that submitted nothing has nothing
+    to run, so its live figure is 0 like its recorded one."""
+    if not live:
+        return None
+    if not line.get("submitted") or not line.get("submitted_program_hash"):
+        return {"ok": False, "status": "nothing submitted", "frac_anchor": 0.0}
+    return live.of(line)
+
+
+def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int,
+           live=None) -> Entry:
+    from .results import live_frac
     e = Entry(agent, episodes=len(lines))
     by_seed: dict = {}
     reach = []
     for ln in sorted(lines, key=lambda ln: int(ln["seed"])):
         seed = int(ln["seed"])
         e.per_shape.setdefault(ln["shape"], []).append(submitted_frac(ln))
+        fig = live_figure(ln, live)
+        if fig is not None:
+            e.verified += 1
+            e.live_failures += not fig["ok"] and bool(ln.get("submitted"))
+            e.live_per_shape.setdefault(ln["shape"], []).append(live_frac(fig))
+        e.episode_rows.append((ln["shape"], seed, submitted_frac(ln), fig))
         e.best_per_shape.setdefault(ln["shape"], []).append(float(ln["best_frac_anchor"]))
         by_seed.setdefault(seed, {})[ln["shape"]] = ln
         step = first_reach(ln.get("trace") or [], REACH * best_known[ln["shape"]])
@@ -198,6 +243,8 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
     here = [s for s in shapes if s in e.per_shape]
     e.score = geomean([statistics.fmean(e.per_shape[s]) for s in here])
     e.best_found = geomean([statistics.fmean(e.best_per_shape[s]) for s in here])
+    if e.is_verified:
+        e.live_score = geomean([statistics.fmean(e.live_per_shape[s]) for s in here])
     for seed, runs in by_seed.items():
         if set(runs) >= set(here):   # seeds that cover every shape
             e.seed_scores[seed] = geomean([submitted_frac(runs[s]) for s in here])

@@ -17,31 +17,80 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        "of the best any episode reached on that shape (episodes that did / all). Invalid: "
        "invalid actions per env step. Violations: invariant violations the checker reported "
        "per episode. From table: submitted kernels whose figure was recorded on the GPU; the "
-       "others are the cost model's estimates for programs the table lacks.")
-COLUMNS = ("rank", "agent", "score", "seeds min-max (std)", "best found",
-           f"steps to {REACH:.0%}", "invalid / step", "violations / episode", "from table",
-           "episodes")
+       "others are the cost model's estimates for programs the table lacks. Live: the same "
+       "score over the submitted kernels timed again on the GPU against the library in the "
+       "same run (a kernel that fails there, at compile time or in its numbers, counts as 0); "
+       "the recorded score is the one the episodes were played with. Verified: episodes with "
+       "a live figure; an agent with any episode lacking one is unverified and ranked after "
+       "the verified agents, by its recorded score.")
+COLUMNS = ("rank", "agent", "live score", "recorded score", "recorded seeds min-max (std)",
+           "best found", f"steps to {REACH:.0%}", "invalid / step", "violations / episode",
+           "from table", "verified", "episodes")
+
+
+def _live_cell(e: Entry) -> str:
+    if not e.is_verified:
+        return "unverified"
+    failed = f" ({e.live_failures} failed)" if e.live_failures else ""
+    return f"{e.live_score:.3f}{failed}"
 
 
 def _row(e: Entry) -> list[str]:
     lo, hi = e.spread
     steps = f"{e.steps_to_reach:g}" if e.steps_to_reach is not None else "-"
-    return [str(e.rank), e.agent, f"{e.score:.3f}", f"{lo:.3f}-{hi:.3f} ({e.std:.3f})",
+    return [str(e.rank), e.agent, _live_cell(e), f"{e.score:.3f}",
+            f"{lo:.3f}-{hi:.3f} ({e.std:.3f})",
             f"{e.best_found:.3f}", f"{steps} ({e.reached}/{e.episodes})",
             f"{e.invalid_rate:.3f}", f"{e.violations_per_episode:.1f}",
-            f"{e.from_table}/{e.episodes}", str(e.episodes)]
+            f"{e.from_table}/{e.episodes}", f"{e.verified}/{e.episodes}", str(e.episodes)]
 
 
-def _shape_rows(b: Board) -> tuple[list[str], list[list[str]]]:
+def _ranking(b: Board) -> str:
+    """Which figure the board ranks by, in a sentence."""
+    if b.ranked_by != "live":
+        return ("Ranked by the recorded score: no live GPU figure joins this board's episodes, "
+                "so every agent is unverified.")
+    where = "; ".join(f"{s['file']} ({_measured_on(s)})" for s in b.live_sources)
+    return (f"Ranked by the live score: the submitted kernels timed on the GPU ({where}); the "
+            "recorded score beside it. Unverified agents are ranked after the verified ones, "
+            "by their recorded score.")
+
+
+def _measured_on(source: dict) -> str:
+    prov = source.get("provenance") or {}
+    parts = [prov.get("gpu") or source.get("hardware"), prov.get("date", "")[:10],
+             f"commit {prov['commit'][:10]}" if prov.get("commit") else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def _episode_rows(b: Board) -> tuple[list[str], list[list[str]]]:
+    head = ["agent", "shape", "seed", "recorded", "live", "live status"]
+    rows = []
+    for e in b.entries:
+        for shape, seed, recorded, fig in sorted(e.episode_rows, key=lambda r: (r[0], r[1])):
+            if fig is None:
+                live, status = "-", "unverified"
+            else:
+                live = f"{fig['frac_anchor']:.3f}" if fig["ok"] else "0"
+                status = fig["status"] if fig["ok"] else f"failed: {fig['status']}"
+            rows.append([e.agent, shape, str(seed), f"{recorded:.3f}", live, status])
+    return head, rows
+
+
+def _shape_rows(b: Board, live: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Recorded fractions per shape (with `live`: the live ones, "-" where unverified)."""
     head = ["agent"] + b.shapes
     rows = []
     for e in b.entries:
         cells = [e.agent]
         for s in b.shapes:
-            v = e.per_shape.get(s)
+            v = (e.live_per_shape if live else e.per_shape).get(s)
+            if live and v is not None and len(v) < len(e.per_shape.get(s, [])):
+                v = None   # some of this shape's episodes have no live figure
             cells.append(f"{sum(v) / len(v):.3f} [{min(v):.3f}, {max(v):.3f}]" if v else "-")
         rows.append(cells)
-    rows.append(["best known"] + [f"{b.best_known[s]:.3f}" for s in b.shapes])
+    if not live:
+        rows.append(["best known"] + [f"{b.best_known[s]:.3f}" for s in b.shapes])
     return head, rows
 
 
@@ -64,6 +113,11 @@ def _provenance(boards: list[Board]) -> list[tuple[str, str]]:
            for k, v in hashes.items()]
     versions = src.get("versions") or {}
     out.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
+    for s in boards[0].live_sources:
+        prov = s.get("provenance") or {}
+        keys = ("gpu", "driver", "torch", "triton", "cuda", "date", "commit", "protocol")
+        out.append((f"live figures {s['file']}",
+                    "; ".join(f"{k} {prov[k]}" for k in keys if prov.get(k))))
     return out
 
 
@@ -79,10 +133,17 @@ def markdown(boards: list[Board], sources: list[str]) -> str:
                 "`argus validate`.", ""]
     out += [HOW, ""]
     for b in boards:
-        out += [f"## {_title(b)}", "", _setting(b) + ".", ""]
+        out += [f"## {_title(b)}", "", _setting(b) + ".", "", _ranking(b), ""]
         out += _md_table(list(COLUMNS), [_row(e) for e in b.entries]) + [""]
         head, rows = _shape_rows(b)
-        out += ["Submitted kernel / library per shape, mean over seeds [min, max]:", ""]
+        out += ["Submitted kernel / library per shape, recorded, mean over seeds [min, max]:", ""]
+        out += _md_table(head, rows) + [""]
+        if b.ranked_by == "live":
+            head, rows = _shape_rows(b, live=True)
+            out += ["Submitted kernel / library per shape, live, mean over seeds [min, max]:", ""]
+            out += _md_table(head, rows) + [""]
+        head, rows = _episode_rows(b)
+        out += ["Episodes: the submitted kernel's figure, recorded and live:", ""]
         out += _md_table(head, rows) + [""]
     prov = _provenance(boards)
     if prov:
@@ -125,10 +186,19 @@ def html(boards: list[Board], sources: list[str]) -> str:
     parts.append(f"<p class='note'>{e(HOW)}</p>")
     for i, b in enumerate(boards):
         parts += [f"<h2 id='board-{i}'>{e(_title(b))}</h2>", f"<p>{e(_setting(b))}.</p>",
+                  f"<p><strong>{e(_ranking(b))}</strong></p>",
                   _html_table(COLUMNS, [_row(x) for x in b.entries], "ranking", first=True)]
         head, rows = _shape_rows(b)
-        parts += ["<p>Submitted kernel / library per shape, mean over seeds [min, max]:</p>",
-                  _html_table(head, rows, "shapes"), "<div class='plots'>",
+        parts += ["<p>Submitted kernel / library per shape, recorded, mean over seeds "
+                  "[min, max]:</p>", _html_table(head, rows, "shapes")]
+        if b.ranked_by == "live":
+            head, rows = _shape_rows(b, live=True)
+            parts += ["<p>Submitted kernel / library per shape, live, mean over seeds "
+                      "[min, max]:</p>", _html_table(head, rows, "shapes")]
+        head, rows = _episode_rows(b)
+        parts += ["<details><summary>Episodes: the submitted kernel's figure, recorded and "
+                  "live</summary>", _html_table(head, rows, "shapes"), "</details>"]
+        parts += ["<div class='plots'>",
                   f"<img class='plot' alt='learning curves, {e(_title(b))}' "
                   f"src='{data_uri(learning_curves(b))}'>",
                   f"<img class='plot' alt='per-shape results, {e(_title(b))}' "

@@ -121,8 +121,10 @@ def test_an_llm_planner_episode_replays_bit_for_bit():
 
 def test_the_committed_board_is_the_one_its_results_give():
     """`argus leaderboard benchmarks/results/leaderboard/leaderboard.jsonl --out-dir
-    benchmarks/results/leaderboard` wrote the committed Markdown."""
+    benchmarks/results/leaderboard` wrote the committed Markdown (joined with the live
+    figures beside the results, when there are any)."""
     from argus_env.bench.leaderboard import build
     from argus_env.bench.render import markdown
-    text = markdown(build(committed()), [str(RESULTS.relative_to(ROOT))])
+    live = R.live_beside([RESULTS])
+    text = markdown(build(committed(), live=live), [str(RESULTS.relative_to(ROOT))])
     assert text.strip() == (BOARD / "leaderboard.md").read_text().strip()
