@@ -42,6 +42,8 @@ class AotResult:
     tma_loads: int = 0          # cp.async.bulk.tensor instructions in the PTX
     kernels: int = 0            # kernels compiled, one per launch
     error: str = ""
+    registers: int = 0          # registers per thread (ptxas, from the cubin)
+    stack_bytes: int = 0        # per-thread stack frame (spilled registers, local arrays)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,7 +58,75 @@ def _wide_flags(names: dict[str, str], wide) -> dict[str, bool]:
     return {flag: wide is True or tensor in wide for tensor, flag in names.items()}
 
 
-def _compile_here(program: Program, target: Target, wide=()) -> AotResult:
+#: cubin `.nv.info` attributes (EIATTR_*): registers per thread, per-thread frame size
+EIATTR_REGCOUNT, EIATTR_FRAME_SIZE = 0x2F, 0x11
+
+
+def cubin_resources(cubin: bytes) -> tuple[int, int]:
+    """(registers per thread, stack frame bytes) of the kernel in `cubin`, read from the
+    ELF's `.nv.info` section (what `cuobjdump --dump-resource-usage` reports as REG and
+    STACK); (0, 0) where the section is missing."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError("not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
+            for i in range(shnum)]
+    names = secs[shstrndx][4]
+    regs = frame = 0
+    for s in secs:
+        start = names + s[0]
+        if cubin[start:cubin.index(b"\0", start)] != b".nv.info":
+            continue
+        data, i = cubin[s[4]:s[4] + s[5]], 0
+        while i + 4 <= len(data):
+            fmt, attr, size = struct.unpack_from("<BBH", data, i)
+            if fmt != 0x04:  # EIFMT_SVAL carries a payload of `size` bytes; others none
+                i += 4
+                continue
+            if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and size >= 8:
+                value = struct.unpack_from("<I", data, i + 8)[0]
+                if attr == EIATTR_REGCOUNT:
+                    regs = max(regs, value)
+                else:
+                    frame = max(frame, value)
+            i += 4 + size
+    return regs, frame
+
+
+def _compile_here(program: Program, target: Target, wide=(), scratch: bool = False
+                  ) -> AotResult:
+    """Compile in this process (which must not interpret kernels). `scratch`: Triton's
+    on-disk cache goes to a private temporary folder, removed afterwards (a compile
+    service meets many programs once each; Triton's cache would keep every one)."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise RuntimeError("ahead-of-time compilation needs TRITON_INTERPRET unset or 0")
+    if not scratch:
+        return _compile_kernels(program, target, wide)
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="argus-aot-")
+    before = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = folder
+    try:
+        return _compile_kernels(program, target, wide)
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def compile_answer(program: Program, target: str = DEFAULT_HARDWARE) -> dict:
+    """The compile worker's answer (`measure.worker`, op "compile"): `compile_for`'s
+    figures as a dict, with `status` "ok" or "compile"."""
+    result = _compile_here(program, load_target(target), scratch=True)
+    return {"status": "ok" if result.ok else "compile", **result.to_dict()}
+
+
+def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -88,6 +158,9 @@ def _compile_here(program: Program, target: Target, wide=()) -> AotResult:
         result.kernels += 1
         result.shared_bytes = max(result.shared_bytes, int(k.metadata.shared))
         result.num_warps = max(result.num_warps, int(k.metadata.num_warps))
+        regs, frame = cubin_resources(k.asm["cubin"])
+        result.registers = max(result.registers, regs)
+        result.stack_bytes = max(result.stack_bytes, frame)
         result.wgmma += ptx.count("wgmma.mma_async")
         result.tma_loads += ptx.count("cp.async.bulk.tensor")
     result.seconds = time.perf_counter() - t0

@@ -74,8 +74,13 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
             if not isinstance(program, Program):  # text from outside the environment
                 program = Program.from_text(program)
             task = get_task(req["task"])
-            launch = lower.load(program, interpret=interpret, source=req.get("source"))
-            if req.get("op") == "measure":
+            if req.get("op") == "compile":  # ahead of time for a named target (`lower.aot`)
+                from ..lower.aot import compile_answer
+                if interpret:
+                    raise RuntimeError("the compile op needs a worker with interpret=False")
+                answer = compile_answer(program, **req.get("options", {}))
+            elif req.get("op") == "measure":
+                launch = lower.load(program, interpret=interpret, source=req.get("source"))
                 from .gpu import measure_program
                 from .provenance import collect
                 answer = measure_program(program, task, req["sizes"], launch,
@@ -83,6 +88,7 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
                 provenance = provenance or collect()  # once per worker: GPU, driver, clocks
                 answer["provenance"] = provenance
             else:
+                launch = lower.load(program, interpret=interpret, source=req.get("source"))
                 verdict = oracle.check(program, task, req["sizes"], launch,
                                        device="cpu" if interpret else "cuda",
                                        seed=req.get("seed", 0))
