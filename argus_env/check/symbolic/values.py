@@ -71,7 +71,20 @@ def subst(e, pairs):
 
 
 def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
+    if axes is AXES:  # the module's constant axes: the same terms for every check
+        hit = _RANGES.get(shape)
+        if hit is None:
+            if len(_RANGES) > 256:
+                _RANGES.clear()
+            hit = _RANGES[shape] = [z3.And(AXES[i] >= 0, AXES[i] < n)
+                                    for i, n in enumerate(shape)]
+        return list(hit)
     return [z3.And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
+
+
+#: shape -> the ranges of `AXES` over it: immutable terms of module constants (z3 makes
+#: equal terms one term anyway), bounded
+_RANGES: dict[tuple, list] = {}
 
 
 def align(v: SV, shape: tuple[int, ...]) -> SV:
@@ -101,20 +114,54 @@ _FREE: dict[int, tuple] = {}  # expr id -> (expr, names of its variables); keeps
 
 
 def free_names(e) -> frozenset:
-    """Names of the variables in z3 expression `e` (memoised per subexpression)."""
+    """Names of the variables in z3 expression `e` (memoised per subexpression). The walk
+    reads subterms through z3's C accessors (no Python object per subterm); each memo
+    entry keeps the expression walked from, and with it the subterm whose id it is."""
     key = e.get_id()
     hit = _FREE.get(key)
     if hit is not None:
         return hit[1]
-    if z3.is_const(e):
-        names = frozenset([e.decl().name()]) if e.decl().kind() == z3.Z3_OP_UNINTERPRETED \
-            else frozenset()
-    else:
-        names = frozenset().union(*[free_names(c) for c in e.children()])
     if len(_FREE) > 500_000:
         _FREE.clear()
-    _FREE[key] = (e, names)
+    ref = e.ctx
+    return _free(ref.ref(), ref, e.as_ast(), e)
+
+
+def _free(ctx, ref, a, root) -> frozenset:
+    key = _ast_id(ctx, a)
+    hit = _FREE.get(key)
+    if hit is not None:
+        return hit[1]
+    k = _ast_kind(ctx, a)
+    if k == z3.Z3_APP_AST or k == z3.Z3_NUMERAL_AST:
+        n = _num_args(ctx, a)
+        if n == 0:
+            d = _app_decl(ctx, a)
+            names = frozenset([z3.z3._symbol2py(ref, _decl_name(ctx, d))]) \
+                if _decl_kind(ctx, d) == z3.Z3_OP_UNINTERPRETED else frozenset()
+        else:
+            names = frozenset().union(*[_free(ctx, ref, _app_arg(ctx, a, i), root)
+                                        for i in range(n)])
+    elif k == z3.Z3_QUANTIFIER_AST:
+        names = _free(ctx, ref, _quantifier_body(ctx, a), root)
+    else:  # a bound variable
+        names = frozenset()
+    _FREE[key] = (root, names)
     return names
+
+
+def _raw(fn):
+    """The C function a z3core binding wraps, without its error-code check (the accessors
+    used here cannot fail on a live term), or the binding where its layout differs."""
+    f = getattr((fn.__defaults__ or (None,))[-1], "f", None)
+    return f if f is not None else fn
+
+
+_core = z3.z3core
+_ast_id, _ast_kind = _raw(_core.Z3_get_ast_id), _raw(_core.Z3_get_ast_kind)
+_num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg)
+_app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
+_decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
 
 
 def depends_on(e, var) -> bool:
