@@ -7,8 +7,10 @@
                    │ proven
                    ▼
               correctness (worker process, Triton interpreter at 2 reduced shapes, run from
-                   │       the analysis' Triton text)
-                   ▼ correct
+                   │       the analysis' Triton text), beside the compile verdict for the
+                   │       target (`measure.legality`: a program that does not compile or
+                   │       launch there is a `compile` failure in every mode)
+                   ▼ correct, compiles
               measurement (model | table | gpu backend, from the analysis' features)
 
 The evaluator holds the one cache of a step's path: a least-recently-used map of
@@ -94,7 +96,7 @@ class Evaluator:
     def __init__(self, task, backend: Backend, correctness: str = "interpreter",
                  worker=None, cache_size: int = 4096, correctness_timeout: float = 20.0,
                  check_shapes: int | list[dict] = 2, target: Target | None = None,
-                 numerics_workers: int | None = None):
+                 numerics_workers: int | None = None, legality=True):
         self.task = task
         self.backend = backend
         # the hardware the checker, the features and the backend all assume
@@ -113,11 +115,19 @@ class Evaluator:
             raise ValueError(f"numerics_workers must be a positive number of processes, got "
                              f"{numerics_workers!r}")
         self.numerics_workers = numerics_workers if worker is None else 1
+        # the first reduced shape's numerics run beside the check (the shared workers only:
+        # a worker given by the caller is asked exactly as before, after the check)
+        self.speculate = worker is None
         self._worker = worker
         self._shared = False  # whether `_worker` is the process's shared worker, counted
         self._more: list = []  # further shared workers, for reduced shapes side by side
         self._cache = LRU(cache_size)  # the only cache on a step's path (see the module doc)
         self.hits = self.misses = 0
+        # compile verdicts for the target before any pricing (`measure.legality`)
+        from ..measure.legality import make_legality
+        self.legality = make_legality(task, self.target, legality)
+        if self.legality is not None:
+            self.legality.prestart()
         if correctness == "interpreter":
             for w in self._numerics_workers(len(self.check_shapes)):
                 w.prestart()  # their imports overlap the first check
@@ -190,6 +200,8 @@ class Evaluator:
         own = getattr(self.backend, "worker", None)
         if own is not None and hasattr(own, "stop"):
             own.stop()
+        if self.legality is not None:
+            self.legality.close()
 
     def evaluate(self, program: Program, sizes: dict, budget: float | None = None) -> Evaluation:
         """The evaluation of `program` at `sizes`; raises `EvaluationError` when Argus
@@ -221,6 +233,9 @@ class Evaluator:
 
     def _evaluate(self, an: Analysis, deadline: float | None = None) -> Evaluation:
         program, sizes = an.program, an.sizes
+        ts = time.perf_counter()
+        spec = self._speculate(an, deadline) \
+            if self.correctness == "interpreter" and self.speculate else None
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, an.task_view, deadline=deadline,
@@ -233,6 +248,8 @@ class Evaluator:
             raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0},
                         analysis=an)
+        if spec is not None:
+            ev.timings["numerics_start"] = t0 - ts
         try:
             ev.features = an.features
         except Exception as e:  # noqa: BLE001 - a program without a dot, say
@@ -241,14 +258,29 @@ class Evaluator:
             ev.message = f"no performance features: {type(e).__name__}: {e}"
         if not report.ok:
             return ev
+        # the compile verdict, overlapping the numerical checks (`measure.legality`)
+        pending = self.legality.begin(program) if self.legality is not None else None
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
-            answer = self._correct(an, deadline)
+            answer = self._correct(an, deadline, spec)
             ev.correctness = answer
             ev.timings["correctness"] = time.perf_counter() - t1
             if not answer.get("ok"):
                 ev.error = answer.get("status", "mismatch")
                 ev.message = answer.get("message", "")
+                return ev
+        verdict = None
+        if pending is not None:
+            from ..measure.legality import failed_measurement
+            from ..measure.legality import LegalityUnavailable
+            try:
+                verdict = pending()
+            except LegalityUnavailable as e:  # no compiler: no verdict, and no price
+                raise EvaluationError("compile stage", e) from e
+            ev.timings["legality"] = verdict.seconds
+            if not verdict.ok:  # would not compile or launch on the target: not priced
+                ev.error, ev.message = "compile", verdict.message
+                ev.measurement = failed_measurement(self.backend, verdict)
                 return ev
         t2 = time.perf_counter()
         try:
@@ -259,6 +291,9 @@ class Evaluator:
             raise EvaluationError(f"{getattr(self.backend, 'name', 'measurement')} backend",
                                   e) from e
         ev.timings["measure"] = time.perf_counter() - t2
+        if verdict is not None:
+            from ..measure.legality import with_verdict
+            ev.measurement = with_verdict(ev.measurement, verdict)
         if not ev.measurement.ok:
             ev.error = ev.measurement.details.get("status") or "illegal"
             ev.message = ev.measurement.error
@@ -268,22 +303,54 @@ class Evaluator:
                 f"non-finite measurement {ev.measurement.ms} ms, {ev.measurement.tflops} TFLOP/s"))
         return ev
 
-    def _correct(self, an: Analysis, step_deadline: float | None = None) -> dict:
-        """Numerical checks at the reduced shapes, in the worker: the first failure, or the
-        last success with every shape checked. A task whose programs carry problem
-        constants (attention's causal flag, GQA group, head dim) gives reduced shapes with
-        the episode's constants (`Task.reduced_shapes`). Remembered by the kernel the
-        interpreter runs (`Analysis.numerics_key`: programs that differ only in compiler
-        hints run the same) and the shapes."""
+    def _numerics_plan(self, an: Analysis) -> tuple[list[dict], tuple]:
+        """The reduced shapes of `an`'s numerical checks and the key of their verdict;
+        raises `CheckUnsupported` when no shape is in the episode's size regime."""
         program, sizes = an.program, an.sizes
         shapes = self.check_shapes
         if getattr(self.task, "reduced_shapes", None) is not None:
             shapes = self.task.reduced_shapes(sizes) or shapes
         shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes)
-        key = ("numerics", an.numerics_key, tuple(tuple(sorted(s.items())) for s in shapes))
+        return shapes, ("numerics", an.numerics_key,
+                        tuple(tuple(sorted(s.items())) for s in shapes))
+
+    def _speculate(self, an: Analysis, step_deadline: float | None) -> "_Speculation | None":
+        """The first reduced shape's numerical check, started in the first worker before
+        the invariant check, or None when there is nothing to start (a verdict already
+        known, a program without a regime shape or that does not lower: `_correct` says so
+        after the check, as without speculation). Its answer is read only for a program
+        the checker proves (`_correct`); for any other it is dropped, the worker finishing
+        it while the next step checks."""
+        try:
+            shapes, key = self._numerics_plan(an)
+            if not shapes or self._cache.get(key) is not None:
+                return None
+            source = an.triton
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # noqa: BLE001 - reported by `_correct`, after the check
+            return None
+        worker = self._numerics_workers(len(shapes))[0]
+        limit = time.monotonic() + self.correctness_timeout
+        if step_deadline is not None:
+            limit = min(limit, step_deadline)
+        return _Speculation(worker, key, self._request(an, source, 0, shapes[0]), limit)
+
+    def _correct(self, an: Analysis, step_deadline: float | None = None,
+                 spec: "_Speculation | None" = None) -> dict:
+        """Numerical checks at the reduced shapes, in the worker: the first failure, or the
+        last success with every shape checked. A task whose programs carry problem
+        constants (attention's causal flag, GQA group, head dim) gives reduced shapes with
+        the episode's constants (`Task.reduced_shapes`). Remembered by the kernel the
+        interpreter runs (`Analysis.numerics_key`: programs that differ only in compiler
+        hints run the same) and the shapes. `spec`: the first shape's check, started
+        before the invariant check (`_speculate`)."""
+        shapes, key = self._numerics_plan(an)
         answer = self._cache.get(key)
         if answer is not None:
             return dict(answer)
+        if spec is not None and spec.key != key:
+            spec = None  # not this plan's (cannot happen: the same analysis, the same plan)
         try:
             source = an.triton
         except Exception as e:  # noqa: BLE001 - the lowering's refusal is a compile failure
@@ -295,7 +362,8 @@ class Evaluator:
             return answer
         workers = self._numerics_workers(len(shapes))
         for w in workers:
-            w.ensure_started()  # a (re)start is not the program's time, but the step's
+            if spec is None or w is not spec.worker:  # that one runs the first shape now
+                w.ensure_started()  # a (re)start is not the program's time, but the step's
         deadline = time.monotonic() + self.correctness_timeout
         by_step = step_deadline is not None and step_deadline < deadline
         if by_step:
@@ -304,10 +372,16 @@ class Evaluator:
             f"{self.correctness_timeout:g} s correctness budget"
         # side by side, each request is pickled here first: the lanes' threads then share
         # no object (`Worker.prepare` says why that matters)
-        requests = [self._request(an, source, i, s) for i, s in enumerate(shapes)] \
-            if len(workers) > 1 else [None] * len(shapes)
-        answers = _run_lanes(workers, len(shapes), lambda w, i: self._run_shape(
-            w, an, source, i, shapes[i], deadline - time.monotonic(), budget, requests[i]))
+        requests = [None if spec is not None and i == 0 else self._request(an, source, i, s)
+                    for i, s in enumerate(shapes)] \
+            if len(workers) > 1 or spec is not None else [None] * len(shapes)
+
+        def run(w, i):
+            if spec is not None and i == 0:
+                return _labelled(spec.wait(deadline - time.monotonic()), shapes[0], budget)
+            return self._run_shape(w, an, source, i, shapes[i], deadline - time.monotonic(),
+                                   budget, requests[i])
+        answers = _run_lanes(workers, len(shapes), run)
         answer: dict = {"status": "mismatch", "ok": False, "message": "no shape to check"}
         checked = 0
         for answer in answers:  # the first failure in shape order, else the last success
@@ -343,14 +417,46 @@ class Evaluator:
             bound = self.task.bind(program, sizes)
             answer = worker.run(bound, self.task.name, sizes, seed=_seed(an, i), timeout=left,
                                 source=source if bound is program else None)
-        answer["sizes"] = dict(sizes)
-        if not answer.get("ok"):
-            shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
-            answer["message"] = f"at {shape}: {answer.get('message', '')}"
-            if answer.get("status") == "timeout":
-                answer["message"] = (f"the kernel did not finish within the {budget} "
-                                     f"(at sizes {dict(sizes)})")
-        return answer
+        return _labelled(answer, sizes, budget)
+
+
+def _labelled(answer: dict, sizes: dict, budget: str) -> dict:
+    """A worker's answer at reduced shape `sizes`, its failure message naming the shape."""
+    answer["sizes"] = dict(sizes)
+    if not answer.get("ok"):
+        shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        answer["message"] = f"at {shape}: {answer.get('message', '')}"
+        if answer.get("status") == "timeout":
+            answer["message"] = (f"the kernel did not finish within the {budget} "
+                                 f"(at sizes {dict(sizes)})")
+    return answer
+
+
+class _Speculation:
+    """One prepared request run by `worker` in a thread of its own, started now: the
+    thread shares no object with the step (the request is bytes); `wait` gives its answer.
+    The worker's own lock makes a later request to it wait until this one is answered."""
+
+    def __init__(self, worker, key: tuple, request: bytes, limit: float):
+        self.worker, self.key = worker, key
+        self._answer: dict | None = None
+        self._thread = threading.Thread(target=self._run, args=(request, limit), daemon=True)
+        self._thread.start()
+
+    def _run(self, request: bytes, limit: float) -> None:
+        try:
+            self._answer = self.worker.run_prepared(request,
+                                                    timeout=max(limit - time.monotonic(), 0.001))
+        except BaseException as e:  # noqa: BLE001 - no verdict on the program: tried again
+            self._answer = {"status": "fault", "ok": False, "transient": True,
+                            "message": f"the numerics request failed: {type(e).__name__}: {e}"}
+
+    def wait(self, left: float) -> dict:
+        """The answer, waiting at most `left` seconds (a timeout answer after that)."""
+        self._thread.join(max(left, 0.0))
+        if self._thread.is_alive() or self._answer is None:
+            return {"status": "timeout", "ok": False, "message": "did not finish"}
+        return dict(self._answer)
 
 
 def _run_lanes(workers: list, n: int, run) -> list[dict]:

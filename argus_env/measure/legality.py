@@ -1,0 +1,405 @@
+"""Legal means it compiles for the target: the verdict of Triton's ahead-of-time compiler.
+
+Before a program is priced (in every measurement mode) the evaluator asks `Legality` for
+its verdict on the environment's `Target`: the program compiled for the target's compute
+capability (sm_90 for the H200 and H100 profiles, sm_80 for the A100) on the CPU, and its
+shared memory and registers set against the target's per-block limits, which Triton
+itself checks only when it loads the kernel on a GPU. A program the compiler rejects, or
+one that would not launch, is a `compile` failure: scored, never raised.
+
+Verdicts come from, in order:
+
+* memory: a bounded least-recently-used map of the verdicts this process has seen;
+* the task's committed compile table, `tasks/<task>/compile_sm<arch>.csv`, written by
+  `benchmarks/compile_sweep.py` (one row per program: compile key, configuration, bound
+  constants, the compiler's figures, provenance);
+* a disk cache, `$ARGUS_CACHE/legality` (default `~/.cache/argus/legality`), one small
+  JSON file per program;
+* the compiler, in a persistent non-interpreting worker process (`measure.worker`, op
+  "compile"), one per process, shared by every `Legality` in it.
+
+The compile key of a program digests what the compiler sees: the bound program's
+structure without its docstring, the target's compute capability and SM count (the
+`A.num_sms()` constant), Triton's version and the lowering's version. The figures are
+the compiler's; whether they fit is decided per target at lookup (`fit_reason`), so one
+table serves every profile of an architecture.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..dsl.program import Program
+from ..ir.rewrite import structural_hash
+from ..target import Target, as_target
+
+#: the table's columns, in order (`benchmarks/compile_sweep.py` writes them)
+COLUMNS = ("key", "config", "binding", "ok", "shared_bytes", "registers", "stack_bytes",
+           "num_warps", "wgmma", "tma_loads", "kernels", "seconds", "error", "triton",
+           "argus_commit", "date", "machine")
+REGISTER_GRANULE = 8      # registers are allocated per thread in multiples of 8
+MEMORY_ENTRIES = 4096     # verdicts kept in memory per `Legality`
+COMPILE_TIMEOUT = 180.0   # seconds one program may take to compile
+
+
+class LegalityUnavailable(RuntimeError):
+    """The compiler the verdicts need (Triton with its NVIDIA backend) is missing."""
+
+
+@dataclass
+class Verdict:
+    """Whether a program compiles for and fits a target, with the compiler's figures."""
+
+    ok: bool                 # compiles, and fits the target's per-block limits
+    compiled: bool           # the compiler accepted it
+    reason: str = ""         # why not (the compiler's error, or the limit it exceeds)
+    shared_bytes: int = 0
+    registers: int = 0       # per thread
+    stack_bytes: int = 0     # per-thread stack frame (spills)
+    num_warps: int = 0
+    wgmma: int = 0
+    tma_loads: int = 0
+    source: str = ""         # "memory", "table", "cache", "compiler"
+    seconds: float = 0.0     # this lookup's time (the compile's, from the compiler)
+    key: str = ""
+    target: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def message(self) -> str:
+        if self.ok:
+            return ""
+        what = "does not compile" if not self.compiled else "compiles but cannot launch"
+        return f"the program {what} for {self.target}: {self.reason}"
+
+
+def triton_version() -> str:
+    """Triton's version, read from its package metadata without importing it."""
+    try:
+        from importlib.metadata import version
+        return version("triton")
+    except Exception:  # noqa: BLE001 - no Triton at all
+        return ""
+
+
+def compiler_reason() -> str | None:
+    """Why Triton's NVIDIA compiler cannot run here (no Triton, no ptxas), or None."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.origin:
+        return "Triton is not installed (pip install triton)"
+    bin_dir = Path(spec.origin).parent / "backends" / "nvidia" / "bin"
+    if not (bin_dir / "ptxas").exists() and not os.environ.get("TRITON_PTXAS_PATH"):
+        return f"Triton's NVIDIA backend has no ptxas (looked in {bin_dir})"
+    return None
+
+
+def arch_tag(target: Target) -> str:
+    return f"sm{target.arch}"
+
+
+def table_path(task, target: Target) -> Path:
+    """`tasks/<task>/compile_sm<arch>.csv`, beside the task's module."""
+    return Path(inspect.getfile(type(task))).parent / f"compile_{arch_tag(as_target(target))}.csv"
+
+
+def compile_key(program: Program, target: Target) -> str:
+    """The digest of what the compiler sees for `program` (bound) on `target`."""
+    from ..lower.module import LOWERING_VERSION
+    target = as_target(target)
+    body = structural_hash(dataclasses.replace(program.kernel, doc=None))
+    text = f"{body}|sm{target.arch}|sms{target.sms}|triton{triton_version()}|lower{LOWERING_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def binding(program: Program, base: Program) -> str:
+    """The constants binding changed (`Task.bind`: `base` unbound, `program` bound), as
+    `NAME=value;...` in name order."""
+    return ";".join(f"{k}={v!r}" for k, v in sorted(program.kernel.consts.items())
+                    if base.kernel.consts.get(k) != v)
+
+
+def fit_reason(figures: dict, target: Target) -> str | None:
+    """Why a compiled kernel with these figures (`shared_bytes`, `registers`,
+    `num_warps`) cannot launch on `target`, or None: shared memory over the per-block
+    limit, or more registers per block than the SM holds."""
+    target = as_target(target)
+    smem = int(figures.get("shared_bytes") or 0)
+    if smem > target.smem_per_block:
+        return (f"shared memory: the compiled kernel allocates {smem} B > "
+                f"{target.smem_per_block} B per block on {target.name}")
+    regs = int(figures.get("registers") or 0)
+    threads = 32 * int(figures.get("num_warps") or 0)
+    per_block = -(-regs // REGISTER_GRANULE) * REGISTER_GRANULE * threads
+    if per_block > target.regs_per_sm:
+        return (f"registers: {regs} per thread x {threads} threads = {per_block} > "
+                f"{target.regs_per_sm} per block on {target.name}")
+    return None
+
+
+def verdict_of(figures: dict, target: Target, source: str, key: str = "",
+               seconds: float = 0.0) -> Verdict:
+    """The verdict for compiler figures (a table row, a cached or fresh answer)."""
+    target = as_target(target)
+    compiled = _bool(figures.get("ok"))
+    reason = str(figures.get("error") or "compiler gave no reason") if not compiled else \
+        (fit_reason(figures, target) or "")
+    return Verdict(compiled and not reason, compiled, reason,
+                   *(int(float(figures.get(f) or 0)) for f in
+                     ("shared_bytes", "registers", "stack_bytes", "num_warps", "wgmma",
+                      "tma_loads")), source=source, seconds=seconds, key=key,
+                   target=target.name)
+
+
+def _bool(v) -> bool:
+    return v is True or str(v).strip().lower() in ("true", "1")
+
+
+def read_table(path: Path) -> dict[str, dict]:
+    """A compile table's rows by compile key ({} when the file does not exist)."""
+    if not Path(path).exists():
+        return {}
+    with open(path, newline="") as f:
+        return {row["key"]: row for row in csv.DictReader(
+            line for line in f if not line.startswith("#"))}
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("ARGUS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                          "argus")
+    return Path(root) / "legality"
+
+
+# ---------------------------------------------------------------- the compile worker
+_WORKER = None
+_USERS = 0
+_WORKER_LOCK = threading.Lock()
+
+
+def _acquire_worker():
+    global _WORKER, _USERS
+    with _WORKER_LOCK:
+        if _WORKER is None or _WORKER_PID != os.getpid():
+            from .worker import Worker
+            _set_worker(Worker(interpret=False, timeout=COMPILE_TIMEOUT))
+        _USERS += 1
+        return _WORKER
+
+
+_WORKER_PID = None
+
+
+def _set_worker(worker) -> None:
+    global _WORKER, _USERS, _WORKER_PID
+    _WORKER, _USERS, _WORKER_PID = worker, 0, os.getpid()
+
+
+def _release_worker() -> None:
+    global _USERS
+    with _WORKER_LOCK:
+        _USERS = max(0, _USERS - 1)
+        if _USERS == 0 and _WORKER is not None:
+            _WORKER.stop()
+
+
+class Legality:
+    """Compile verdicts for one task on one target (see the module doc).
+
+    `table`: the committed compile table's path, True for the task's own, False for
+    none; `cache`: the disk cache folder, True for `cache_dir()`, False for none;
+    `memory`: verdicts kept in memory. Raises `LegalityUnavailable` when Triton's NVIDIA
+    compiler is missing: a program is never declared legal without it."""
+
+    def __init__(self, task, target: Target | str, table: bool | str | Path = True,
+                 cache: bool | str | Path = True, memory: int = MEMORY_ENTRIES,
+                 timeout: float = COMPILE_TIMEOUT):
+        reason = compiler_reason()
+        if reason:
+            raise LegalityUnavailable(f"legality needs Triton's NVIDIA compiler on the CPU: "
+                                      f"{reason}")
+        from ..lower.build import LRU
+        self.task, self.target = task, as_target(target)
+        self.timeout = float(timeout)
+        path = table_path(task, self.target) if table is True else (Path(table) if table else None)
+        self.table_file = path
+        self._table = read_table(path) if path is not None else {}
+        self.cache = cache_dir() if cache is True else (Path(cache) if cache else None)
+        self._memory = LRU(memory)
+        self._worker = None
+        self._lock = threading.RLock()
+        self.counts = {"memory": 0, "table": 0, "cache": 0, "compiler": 0}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_worker"], state["_lock"] = None, None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    def prestart(self) -> None:
+        """Start the compile worker now (its imports overlap the caller's work)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = _acquire_worker()
+        self._worker.prestart()
+
+    def begin(self, program: Program):
+        """The verdict on `program`, as a function to call for it: looked up now, or
+        compiled in a thread started now (so that the compile overlaps the numerical
+        checks); the function returns the verdict, waiting for the compile if need be."""
+        found = self.lookup(program)
+        if found is not None:
+            return lambda: found
+        box: list = []
+
+        def run() -> None:
+            try:
+                box.append(self.verdict(program))
+            except BaseException as e:  # noqa: BLE001 - raised again by the caller
+                box.append(e)
+        thread = threading.Thread(target=run, daemon=True, name="argus-legality")
+        thread.start()
+
+        def wait() -> Verdict:
+            thread.join()
+            if isinstance(box[0], BaseException):
+                raise box[0]
+            return box[0]
+        return wait
+
+    def rows(self) -> int:
+        return len(self._table)
+
+    def lookup(self, program: Program) -> Verdict | None:
+        """The verdict on `program` (bound to its shape) without compiling, or None."""
+        t0 = time.perf_counter()
+        key = compile_key(program, self.target)
+        with self._lock:
+            found = self._memory.get(key)
+        if found is not None:
+            self.counts["memory"] += 1
+            return dataclasses.replace(found, source="memory",
+                                       seconds=time.perf_counter() - t0)
+        row = self._table.get(key)
+        source = "table"
+        if row is None and self.cache is not None:
+            try:
+                row = json.loads((self.cache / f"{key}.json").read_text())
+                source = "cache"
+            except (OSError, ValueError):
+                row = None
+        if row is None:
+            return None
+        v = verdict_of(row, self.target, source, key, time.perf_counter() - t0)
+        with self._lock:
+            self.counts[source] += 1
+            self._memory.put(key, v)
+        return v
+
+    def verdict(self, program: Program) -> Verdict:
+        """The verdict on `program` (bound to its shape): looked up, else compiled now.
+        Never raises for what the program is; raises `LegalityUnavailable` when the
+        compiler process cannot run at all."""
+        found = self.lookup(program)
+        if found is not None:
+            return found
+        t0 = time.perf_counter()
+        key = compile_key(program, self.target)
+        with self._lock:
+            if self._worker is None:
+                self._worker = _acquire_worker()
+        answer = {}
+        for _ in range(2):  # a worker killed from outside is not a verdict: once more
+            answer = self._worker.run(program, self.task.name, {}, op="compile",
+                                      timeout=self.timeout,
+                                      options={"target": self.target.name})
+            if not answer.get("transient"):
+                break
+        status = answer.get("status")
+        if status == "timeout":
+            answer = {"ok": False, "error": f"the compiler did not finish within "
+                      f"{self.timeout:g} s"}
+        elif status == "fault" or answer.get("transient"):
+            if answer.get("transient"):
+                raise LegalityUnavailable(f"the compile worker could not run: "
+                                          f"{answer.get('message', '')}")
+            answer = {"ok": False, "error": answer.get("message", "the compiler crashed")}
+        elif status == "compile" and not answer.get("error"):
+            answer["error"] = answer.get("message", "")
+        if "No module named" in str(answer.get("error", "")):
+            raise LegalityUnavailable(f"the compile worker lacks a module: {answer['error']}")
+        record = {k: answer.get(k) for k in ("ok", "shared_bytes", "registers", "stack_bytes",
+                                             "num_warps", "wgmma", "tma_loads", "kernels",
+                                             "seconds", "error")}
+        record["triton"] = triton_version()
+        self._store(key, record)
+        v = verdict_of(record, self.target, "compiler", key, time.perf_counter() - t0)
+        with self._lock:
+            self.counts["compiler"] += 1
+            self._memory.put(key, v)
+        return v
+
+    def _store(self, key: str, record: dict) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, self.cache / f"{key}.json")
+        except OSError:
+            pass  # an unwritable cache costs a compile next time, nothing else
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker = None
+                _release_worker()
+
+
+def make_legality(task, target: Target, spec) -> Legality | None:
+    """The evaluator's legality stage from its `legality` argument: True (the task's
+    table, the disk cache), False/None (no compile verdicts), or a `Legality`."""
+    if spec is True:
+        return Legality(task, target)
+    if spec is False or spec is None:
+        return None
+    if isinstance(spec, Legality):
+        if spec.target.arch != as_target(target).arch or spec.target.sms != as_target(target).sms:
+            raise ValueError(f"the legality stage compiles for {spec.target.name}, the "
+                             f"evaluator's target is {as_target(target).name}")
+        return spec
+    raise TypeError(f"legality must be True, False or a Legality, got {spec!r}")
+
+
+def failed_measurement(backend, verdict: Verdict):
+    """The measurement of a program that does not compile for the target: not priced."""
+    from .measurement import Measurement
+    return Measurement(getattr(backend, "name", "backend"), False, error=verdict.message,
+                       details={"status": "compile", "legality": verdict.to_dict()})
+
+
+def with_verdict(measurement, verdict: Verdict):
+    """`measurement` with the compile verdict in its details (`info["measurement"]`)."""
+    if measurement is None:
+        return None
+    return dataclasses.replace(measurement, details={**measurement.details,
+                                                     "legality": verdict.to_dict()})
+
+
+__all__ = ["Legality", "Verdict", "make_legality", "failed_measurement", "with_verdict", "LegalityUnavailable", "compile_key", "binding",
+           "fit_reason", "verdict_of", "read_table", "table_path", "cache_dir", "COLUMNS",
+           "compiler_reason", "triton_version"]
