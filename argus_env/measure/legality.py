@@ -13,7 +13,7 @@ Verdicts come from, in order:
 * the task's committed compile table, `tasks/<task>/compile_sm<arch>.csv`, written by
   `benchmarks/compile_sweep.py` (one row per program: compile key, configuration, bound
   constants, the compiler's figures, provenance);
-* a disk cache, `$ARGUS_CACHE/legality` (default `~/.cache/argus/legality`), one small
+* a disk cache, `$ARGUS_CACHE_DIR/legality` (default `~/.cache/argus/legality`), one small
   JSON file per program;
 * the compiler, in a persistent non-interpreting worker process (`measure.worker`, op
   "compile"), one per process, shared by every `Legality` in it.
@@ -176,7 +176,7 @@ def read_table(path: Path) -> dict[str, dict]:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("ARGUS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+    root = os.environ.get("ARGUS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                           "argus")
     return Path(root) / "legality"
 

@@ -1,0 +1,268 @@
+"""Legal means it compiles for the target (`argus_env.measure.legality`).
+
+The default tests answer from compile tables written here (no compile); those marked
+`slow` compile live on the CPU (Triton's ahead-of-time compile for sm_90).
+"""
+
+import csv
+import dataclasses
+import importlib.util
+import math
+import random
+
+import pytest
+
+from argus_env.envs.evaluate import Evaluator
+from argus_env.measure.backends import make_backend
+from argus_env.measure.legality import (COLUMNS, Legality, LegalityUnavailable, binding,
+                                        compile_key, fit_reason, read_table, table_path,
+                                        verdict_of)
+from argus_env.measure.measurement import Backend, Measurement
+from argus_env.target import load_target
+from argus_env.task import get_task
+
+H200 = load_target("h200")
+GEMM = get_task("gemm")
+SIZES = {"M": 512, "N": 512, "K": 512}
+
+
+def _write_table(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    return path
+
+
+def _row(program, ok=True, shared=8192, regs=96, warps=4, error=""):
+    return {"key": compile_key(program, H200), "ok": ok, "shared_bytes": shared,
+            "registers": regs, "num_warps": warps, "error": error}
+
+
+def _legality(tmp_path, rows, task=GEMM):
+    return Legality(task, H200, table=_write_table(tmp_path / "compile.csv", rows),
+                    cache=tmp_path / "cache")
+
+
+def test_fit_reason_names_the_limit():
+    assert fit_reason({"shared_bytes": 232448, "registers": 255, "num_warps": 1}, H200) is None
+    smem = fit_reason({"shared_bytes": 245760, "registers": 96, "num_warps": 8}, H200)
+    assert "245760 B > 232448 B" in smem
+    # 8 warps x 256 threads x 255 registers (allocated as 256) = 65536: fits exactly
+    assert fit_reason({"shared_bytes": 0, "registers": 255, "num_warps": 8}, H200) is None
+    regs = fit_reason({"shared_bytes": 0, "registers": 130, "num_warps": 16}, H200)
+    assert "registers" in regs and "> 65536" in regs
+
+
+def test_compile_key_follows_what_the_compiler_sees():
+    base = GEMM.space.program(GEMM.space.baseline())
+    other = GEMM.space.program(dataclasses.replace(GEMM.space.baseline(), stages=3))
+    assert compile_key(base, H200) != compile_key(other, H200)
+    assert compile_key(base, H200) != compile_key(base, load_target("a100"))
+    undocumented = type(base)(dataclasses.replace(base.kernel, doc="another docstring"))
+    assert compile_key(undocumented, H200) == compile_key(base, H200)
+
+
+def test_table_verdicts_and_memory(tmp_path):
+    base = GEMM.space.program(GEMM.space.baseline())
+    leg = _legality(tmp_path, [_row(base, shared=245760, warps=8)])
+    v = leg.verdict(base)  # from the table: no compile
+    assert (v.source, v.compiled, v.ok) == ("table", True, False)
+    assert "245760 B > 232448 B" in v.message and "h200" in v.message
+    assert leg.verdict(base).source == "memory"
+    assert leg.counts["compiler"] == 0
+
+
+class Counting(Backend):
+    """A backend that prices everything and counts its calls (a GPU stands in here)."""
+
+    name = "gpu"
+
+    def __init__(self):
+        self.target, self.profile, self.calls = H200, H200.profile, 0
+
+    def measure(self, program, sizes, task, features=None):
+        self.calls += 1
+        return Measurement("gpu", True, 1.0, 100.0, 200.0, 300.0)
+
+
+@pytest.mark.parametrize("mode", ["model", "table", "gpu"])
+def test_a_program_that_does_not_compile_is_a_scored_failure(tmp_path, mode):
+    program = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), SIZES)
+    leg = _legality(tmp_path, [_row(program, ok=False, shared=0,
+                                    error="PassManager::run failed")])
+    backend = Counting() if mode == "gpu" else make_backend(mode, H200)
+    ev = Evaluator(GEMM, backend, correctness="none", legality=leg).evaluate(program, SIZES)
+    assert ev.error == "compile" and not ev.measured
+    assert "does not compile for h200: PassManager::run failed" in ev.message
+    assert ev.measurement.details["legality"]["compiled"] is False
+    if mode == "gpu":
+        assert backend.calls == 0
+
+
+def test_a_legal_program_carries_the_compiler_figures(tmp_path):
+    program = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), SIZES)
+    leg = _legality(tmp_path, [_row(program)])
+    ev = Evaluator(GEMM, make_backend("model", H200), correctness="none",
+                   legality=leg).evaluate(program, SIZES)
+    assert ev.measured and ev.error is None
+    assert ev.measurement.details["legality"]["shared_bytes"] == 8192
+    assert ev.measurement.details["legality"]["source"] == "table"
+
+
+def test_the_failure_costs_the_failure_penalty(tmp_path, monkeypatch):
+    from argus_env.envs.kernel_env import KernelEnv
+    program = GEMM.space.program(GEMM.space.baseline())
+    rows = [_row(GEMM.bind(program, c.sizes), ok=False, error="ptxas failed")
+            for c in GEMM.shapes]
+    leg = _legality(tmp_path, rows)
+    evaluator = Evaluator(GEMM, make_backend("model", H200), correctness="none", legality=leg)
+    env = KernelEnv("gemm", measure="model", evaluator=evaluator)
+    try:
+        _, info = env.reset(seed=0)
+        assert info["failure"] == "compile" and "ptxas failed" in info["failure_message"]
+        _, reward, *_ , info = env.step(env.catalog.index(("submit", None)))
+        assert reward < 0 and not math.isnan(reward)
+        assert info["measurement"]["details"]["legality"]["ok"] is False
+    finally:
+        env.close()
+
+
+def test_no_compiler_is_an_error_not_a_pass(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else real(name, *a))
+    with pytest.raises(LegalityUnavailable, match="Triton is not installed"):
+        Legality(GEMM, H200)
+    with pytest.raises(LegalityUnavailable):
+        Evaluator(GEMM, make_backend("model", H200), correctness="none")
+
+
+def test_verdict_of_a_row_without_a_reason():
+    v = verdict_of({"ok": "False", "error": ""}, H200, "table")
+    assert not v.ok and v.reason
+
+
+# ---------------------------------------------------------------- the masks and the tables
+def _tables():
+    from argus_env.task import KNOWN_TASKS
+    for name in KNOWN_TASKS:
+        task = get_task(name)
+        path = table_path(task, H200)
+        if path.exists():
+            yield task, read_table(path)
+
+
+def _groups(task):
+    base = task.space.program(task.space.baseline())
+    out: dict = {}
+    for case in task.shapes:
+        out.setdefault(binding(task.bind(base, case.sizes), base), []).append(case.sizes)
+    return out
+
+
+def test_every_masked_legal_configuration_compiles_for_sm90():
+    """From the committed tables: every configuration the mask allows at a suite shape
+    has a row (the table is complete), and the row says it compiles and fits the H200."""
+    tables = list(_tables())
+    if not tables:
+        pytest.skip("no committed compile table (benchmarks/compile_sweep.py writes them)")
+    for task, rows in tables:
+        by_config = {(r["config"], r["binding"]): r for r in rows.values()}
+        configs = list(task.space.configurations())
+        missing, bad = [], []
+        for bind, shapes in _groups(task).items():
+            for sizes in shapes:
+                ctx = {"sizes": sizes, "target": H200}
+                for c in task.space.legal_configurations(configs, ctx):
+                    r = by_config.get((repr(c), bind))
+                    if r is None:
+                        missing.append((repr(c), bind))
+                    elif not verdict_of(r, H200, "table").ok:
+                        bad.append((repr(c), sizes, r["error"][:80] or fit_reason(r, H200)))
+        assert not bad, f"{task.name}: {len(bad)} masked-legal configurations do not " \
+            f"compile for sm_90, e.g. {bad[:3]}"
+        assert not missing, f"{task.name}: the table lacks {len(missing)} masked-legal " \
+            f"configurations, e.g. {missing[:2]}"
+
+
+@pytest.mark.slow
+def test_the_committed_tables_agree_with_the_compiler(tmp_path):
+    """A random sample of committed rows, compiled live, gives the same verdict and
+    figures (the compile cost per new program is the time this takes)."""
+    tables = list(_tables())
+    if not tables:
+        pytest.skip("no committed compile table")
+    rng = random.Random(20)
+    for task, rows in tables:
+        configs = {repr(c): c for c in task.space.configurations()}
+        groups = _groups(task)
+        leg = Legality(task, H200, table=False, cache=False)
+        try:
+            for r in rng.sample(sorted(rows.values(), key=lambda r: r["key"]), 2):
+                base = task.space.program(configs[r["config"]])
+                program = task.bind(base, groups[r["binding"]][0])
+                assert compile_key(program, H200) == r["key"]
+                v = leg.verdict(program)
+                assert v.source == "compiler"
+                assert v.compiled == (r["ok"] == "True"), (r["config"], v.reason)
+                if v.compiled:
+                    assert (v.shared_bytes, v.registers) == \
+                        (int(r["shared_bytes"]), int(r["registers"])), r["config"]
+        finally:
+            leg.close()
+
+
+@pytest.mark.slow
+def test_over_the_shared_memory_limit_is_a_compile_failure_live(tmp_path, monkeypatch):
+    """Triton compiles a kernel that needs more shared memory than the H200 has (it
+    refuses only at launch): the legality stage answers it as a failure, in a text step."""
+    from argus_env.tasks.gemm.space import EXPERT
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path))
+    wide = dataclasses.replace(EXPERT, block_k=128)
+    program = GEMM.bind(GEMM.space.program(wide), SIZES)
+    leg = Legality(GEMM, H200, table=False)
+    try:
+        v = leg.verdict(program)
+        assert v.compiled and not v.ok and v.shared_bytes > H200.smem_per_block
+        assert v.registers > 0
+        again = Legality(GEMM, H200, table=False).lookup(program)  # the disk cache
+        assert again is not None and again.source == "cache"
+        assert (again.ok, again.shared_bytes) == (False, v.shared_bytes)
+    finally:
+        leg.close()
+
+
+@pytest.mark.slow
+def test_cubin_registers_match_cuobjdump():
+    import os
+    import subprocess
+    import sys
+    code = r"""
+import os, subprocess, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "0"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from argus_env.lower.aot import cubin_resources
+from argus_env.lower.build import load_module
+from argus_env.lower.module import kernel_signature
+from argus_env.task import get_task
+p = get_task("gemm").space.program(get_task("gemm").space.baseline())
+m = load_module(p, interpret=False)
+k = triton.compile(ASTSource(m.gemm_kernel, kernel_signature(p), dict(p.kernel.consts)),
+                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+f = tempfile.NamedTemporaryFile(suffix=".cubin", delete=False)
+f.write(k.asm["cubin"]); f.close()
+tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+regs = int(out.split("REG:")[1].split()[0]); stack = int(out.split("STACK:")[1].split()[0])
+print(cubin_resources(k.asm["cubin"]), (regs, stack))
+"""
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)
+    mine, tool = out.stdout.strip().splitlines()[-1].split(") (")
+    assert mine + ")" == "(" + tool, out.stdout + out.stderr
+    assert not mine.startswith("(0,")
