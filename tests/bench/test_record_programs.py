@@ -1,0 +1,289 @@
+"""The H200 recorder's selection on the CPU (benchmarks/record_programs.py): sources
+(the board's episodes replayed to their submitted programs, seeded legal walks),
+deduplication, what the tables already hold, and chunked, resumable measuring with a
+stand-in for the GPU."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import record_programs as RP  # noqa: E402
+
+from argus_env.bench import leaderboard as L  # noqa: E402
+from argus_env.bench import results as R  # noqa: E402
+
+
+def board(env_id=None) -> list[dict]:
+    return [ln for ln in RP.board_lines() if env_id in (None, ln["env_id"])]
+
+
+def first_per_env() -> list[dict]:
+    seen, out = set(), []
+    for ln in board():
+        if ln["env_id"] not in seen:
+            seen.add(ln["env_id"])
+            out.append(ln)
+    return out
+
+
+def test_board_episodes_replay_to_their_submitted_programs():
+    lines = first_per_env()
+    shapes = {(ln["env_id"], ln["shape"]) for ln in lines}
+    items, verdicts = RP.episode_items(lines, "board", shapes)
+    assert set(verdicts.values()) == {"replayed"}
+    by_key = {i.key: i for i in items}
+    for ln in lines:
+        key = RP.item_key(ln["task"], ln["sizes"], ln["submitted_program_hash"])
+        it = by_key[key]
+        assert "board" in it.sources and it.priority == 0 and it.population
+        from argus_env.dsl.program import Program
+        assert Program.from_text(it.program).hash == ln["submitted_program_hash"]
+        mine = [i for i in items if (i.env_id, i.shape) == (ln["env_id"], ln["shape"])]
+        measured_steps = sum(t is not None for t in ln["step_tflops"])
+        assert len(mine) <= measured_steps + 3     # the steps, the baseline, best and final
+    # a record whose actions do not lead to its final program: no step is trusted, only
+    # its submitted and best programs are taken
+    ln = next(x for x in lines if x["actions"] and x["steps"] > 1)
+    altered = dict(ln, actions=[])
+    items, verdicts = RP.episode_items([altered], "board", shapes)
+    from argus_env.task import get_task
+    task = get_task(ln["task"])
+    baseline = task.bind(task.space.program(task.space.baseline()), ln["sizes"])
+    if baseline.hash != ln["submitted_program_hash"]:
+        assert verdicts[0] == "replay differs"
+        from argus_env.dsl.program import Program
+        assert {i.program_hash for i in items} == {ln["submitted_program_hash"],
+                                                   Program.from_text(ln["best_program"]).hash}
+
+
+def test_the_replay_refuses_masked_actions_as_the_env_does():
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    ln = board("Argus-GEMM-v0")[0]
+    task = get_task("gemm")
+    configs = RP.replay_configs(ln, task, load_target("h200"))
+    assert len(configs) == len(ln["actions"])
+    # the replayed final configuration's program is the submitted program
+    from argus_env.dsl.program import Program
+    final = task.bind(Program.from_text(task.space.render(configs[-1])), ln["sizes"])
+    assert final.hash == ln["submitted_program_hash"]
+    assert RP.replay_configs(dict(ln, mode="text"), task, load_target("h200")) is None
+
+
+def test_walks_are_seeded_legal_and_priced():
+    a = RP.walk_items(["Argus-RMSNorm-v0"], 4, 3, seed=0)   # raises on a refused action
+    b = RP.walk_items(["Argus-RMSNorm-v0"], 4, 3, seed=0)
+    c = RP.walk_items(["Argus-RMSNorm-v0"], 4, 3, seed=1)
+    keys = [i.key for i in a]
+    assert len(keys) == 4 and keys == [i.key for i in b]
+    assert keys != [i.key for i in c]
+    from argus_env.task import get_task
+    names = {x.name for x in get_task("rmsnorm").shape_cases("all")}
+    assert {i.shape for i in a} <= names and all(i.sources == ["walk"] for i in a)
+    assert all(i.summary and i.config.startswith("RMSNormConfig(") for i in a)
+
+
+def test_one_program_met_twice_is_one_item_with_both_sources():
+    items = RP.Items()
+    base = dict(task="gemm", env_id="Argus-GEMM-v0", shape="decode-16",
+                sizes={"M": 16, "N": 4096, "K": 4096}, program_hash="abc", program="text")
+    items.add(RP.Item(**base, sources=["walk"]))
+    items.add(RP.Item(**base, sources=["board"], population=True, config="cfg"))
+    items.add(RP.Item(**dict(base, shape="other-name"), sources=["episode"]))  # same sizes
+    (only,) = list(items)
+    assert only.sources == ["walk", "board", "episode"] and only.population
+    assert only.config == "cfg" and only.priority == 0
+
+
+def test_held_programs_are_those_the_table_backend_prices_from_its_table():
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.task import get_task
+    backend = TableBackend("h200")
+    rows = RP.held_keys(["gemm", "attention", "moe", "rmsnorm"])
+    items, verdicts = [], []
+    for name in ("gemm", "attention", "moe", "rmsnorm"):
+        task = get_task(name)
+        for case in task.shape_cases("all")[:2]:
+            for which in ("baseline", "expert"):
+                program = task.bind(task.program(which), case.sizes)
+                items.append(RP.Item(name, "", case.name, case.sizes, program.hash, program.text))
+                m = backend.measure(program, case.sizes, task)
+                verdicts.append(not m.details.get("table_miss"))
+    assert RP.mark_held(items) == sum(verdicts) > 0
+    assert [i.held for i in items] == verdicts
+    assert all(i.held for i in items if i.key in rows)   # a row of its own: priced from it
+    assert RP.held_keys([], items) == {i.key for i in items if i.held}
+
+
+def _item(key_hash, board=False, heldout=False, task="gemm"):
+    return RP.Item(task, "Argus-GEMM-v0", "decode-16", {"M": 16, "N": 4096, "K": 4096}, key_hash,
+                   "text", sources=["board" if board else "walk"], heldout=heldout)
+
+
+def test_selection_measures_what_the_tables_lack_and_every_board_program():
+    new, held_walk, held_board = _item("n1"), _item("h1"), _item("h2", board=True)
+    heldout, done_ok, flaky, flaky_twice = (_item("x1", heldout=True), _item("d1"), _item("t1"),
+                                            _item("t2"))
+    held = {held_walk.key, held_board.key}
+    done = {done_ok.key: {"key": done_ok.key, "transient": False},
+            flaky.key: {"key": flaky.key, "transient": True, "attempts": 1},
+            flaky_twice.key: {"key": flaky_twice.key, "transient": True, "attempts": 2}}
+    got = RP.select([new, held_walk, held_board, heldout, done_ok, flaky, flaky_twice], held, done)
+    assert [i.program_hash for i in got] == ["h2", "n1", "t1"]   # board first
+
+
+def test_coverage_counts_distinct_programs_at_board_shapes_before_and_after():
+    a, b, c = _item("a"), _item("b"), _item("c")
+    for i in (a, b, c):
+        i.population = True
+    far = _item("d")                     # not at a board shape: not counted
+    rows = RP.coverage([a, b, c, far], held={a.key}, measured={b.key})
+    walks = next(r for r in rows if (r["group"], r["task"]) == ("walks", "all"))
+    assert walks == {"group": "walks", "task": "all", "programs": 3, "before": 1, "after": 2}
+
+
+def _answer(item, n):
+    if n == 1:   # the second program fails to compile
+        return {"ok": False, "status": "compile", "message": "OutOfResources: shared memory"}
+    ms = 0.01 * (n + 1)
+    return {"ok": True, "status": "ok", "ms": ms, "anchor_ms": 0.02, "tflops": 1.0 / ms,
+            "anchor_tflops": 50.0, "ratio": 0.02 / ms, "max_rel_err": 0.01,
+            "provenance": {"gpu": "NVIDIA H200", "driver": "580", "torch": "2.11",
+                           "triton": "3.6", "cuda": "13.0"}}
+
+
+@pytest.fixture()
+def rmsnorm_plan(tmp_path):
+    lines = board("Argus-RMSNorm-v0")[:6]
+    shapes = {(ln["env_id"], ln["shape"]) for ln in lines}
+    items, _ = RP.episode_items(lines, "board", shapes)
+    RP.mark_held(items)
+    plan = {"header": {"kind": "plan", "commit": "c0ffee", "lines": [RP.line_view(ln)
+                                                                     for ln in lines]},
+            "items": list(items)}
+    RP.write_plan(plan, tmp_path / "plan.jsonl")
+    return tmp_path, lines
+
+
+def test_chunks_resume_where_the_last_one_stopped(rmsnorm_plan):
+    out, lines = rmsnorm_plan
+    plan = RP.read_plan(out / "plan.jsonl")
+    held = RP.held_keys(["rmsnorm"], plan["items"])
+    todo = RP.select(plan["items"], held, {})
+    assert len(todo) >= 4
+    clock, calls = [0.0], []
+
+    def measure(item):
+        calls.append(item.key)
+        clock[0] += 1.0
+        return _answer(item, len(calls) - 1)
+    prov = {"gpu": "NVIDIA H200", "protocol": "test", "commit": "c0ffee"}
+    log = []
+    chunks = 0
+    while True:
+        state = RP.run_chunk(out, measure, prov, max_seconds=RP.END_MARGIN + 3.5,
+                             clock=lambda: clock[0], log=log.append)
+        chunks += 1
+        if state["pending"] == 0:
+            break
+        assert chunks < 50
+    assert len(calls) == len(set(calls)) == len(todo)      # each program once
+    assert len(state["chunks"]) == chunks > 1
+    assert chunks == -(-len(todo) // 3)                   # 3 programs fit in each run
+    # the CSV: the table's columns, then provenance; only programs the table lacks
+    header = RP.table_header("rmsnorm")
+    with (out / "table_rmsnorm_h200.csv").open() as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == header + list(RP.PROVENANCE_COLUMNS)
+        rows = list(reader)
+    assert {r["program_hash"] for r in rows} == {i.program_hash for i in todo if i.key not in held}
+    failed = [r for r in rows if r["ok"] == "False"]
+    assert len(failed) <= 1 and all(r["error"].startswith("compile: OutOfResources") for r in failed)
+    assert all(r["gpu"] == "NVIDIA H200" and r["protocol"] == "test" and r["date"] for r in rows)
+    assert all(r["anchor_mode"] in ("eager", "compile") for r in rows)
+    # the live figures join the board: every line verified, the failure counted as 0
+    live = R.read_live(out / "live_h200.json")
+    (b, *_) = L.build(lines, live=live)
+    assert all(e.is_verified for e in b.entries)
+    first = calls[1]
+    failing = [ln for ln in lines if RP.item_key("rmsnorm", ln["sizes"],
+                                                 ln["submitted_program_hash"]) == first]
+    for ln in failing:
+        assert live.of(ln)["ok"] is False and live.of(ln)["status"] == "compile"
+    assert any("coverage" in str(x) for x in log)
+
+
+def test_a_transient_fault_is_measured_again(rmsnorm_plan):
+    out, _ = rmsnorm_plan
+    plan = RP.read_plan(out / "plan.jsonl")
+    todo = RP.select(plan["items"], RP.held_keys(["rmsnorm"], plan["items"]), {})
+    clock = [0.0]
+
+    def flaky(item):
+        clock[0] += 1.0
+        return {"ok": False, "status": "fault", "transient": True, "message": "stopped"}
+    RP.run_chunk(out, flaky, {}, max_seconds=RP.END_MARGIN + 1.5, clock=lambda: clock[0],
+                 log=lambda *a: None)
+    done = RP.read_results(out / "results.jsonl")
+    assert len(done) == 1 and not RP.is_verdict(next(iter(done.values())))
+    again = RP.select(plan["items"], RP.held_keys(["rmsnorm"], plan["items"]), done)
+    assert [i.key for i in again] == [i.key for i in todo]
+    with (out / "table_rmsnorm_h200.csv").open() as f:
+        assert list(csv.DictReader(f)) == []          # no row for a non-verdict
+
+
+def test_dry_run_lists_and_counts_on_the_cpu(rmsnorm_plan, capsys):
+    out, _ = rmsnorm_plan
+    assert RP.main(["measure", "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "programs to measure" in text and "coverage" in text and "rmsnorm" in text
+    assert not (out / "results.jsonl").exists()
+
+
+def test_measure_refuses_a_folder_without_a_plan(tmp_path):
+    with pytest.raises(SystemExit, match="no plan"):
+        RP.main(["measure", "--out", str(tmp_path), "--dry-run"])
+    with pytest.raises(SystemExit):
+        RP.main(["measure", "--out", str(tmp_path), "--max-seconds", "900"])
+
+
+def test_append_grows_a_table_by_the_rows_it_lacks(tmp_path):
+    src = ROOT / "tasks" / "rmsnorm" / "table_h200.csv"
+    tables = tmp_path / "tasks"
+    (tables / "rmsnorm").mkdir(parents=True)
+    (tables / "rmsnorm" / "table_h200.csv").write_bytes(src.read_bytes())
+    with src.open(newline="") as f:
+        old = list(csv.DictReader(f))
+    header = RP.table_header("rmsnorm")
+    out = tmp_path / "rec"
+    out.mkdir()
+    new = dict(old[0], program_hash="f" * 16, gpu="NVIDIA H200", date="2026-12-04")
+    dup = dict(old[1], gpu="NVIDIA H200")
+    with (out / "table_rmsnorm_h200.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, header + list(RP.PROVENANCE_COLUMNS))
+        w.writeheader()
+        w.writerows([new, dup])
+    assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 1}
+    with (tables / "rmsnorm" / "table_h200.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert reader.fieldnames == header + list(RP.PROVENANCE_COLUMNS)
+    assert [{k: r[k] for k in header} for r in rows[:-1]] == old
+    assert rows[-1]["program_hash"] == "f" * 16 and rows[-1]["gpu"] == "NVIDIA H200"
+    assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 0}
+
+
+def test_a_compile_failure_is_recorded_as_such():
+    it = _item("zz")
+    rec = RP.result_record(it, {"ok": False, "status": "compile",
+                                "message": "OutOfResources: out of resource: shared memory"}, 1.0)
+    assert (rec["ok"], rec["status"], rec["frac_anchor"]) == (False, "compile", None)
+    assert rec["error"].startswith("compile: OutOfResources")
+    odd = RP.result_record(it, {"ok": False, "status": "weird", "message": "?"}, 1.0)
+    assert odd["status"] in R.LIVE_STATUSES
