@@ -32,9 +32,8 @@ from z3 import z3core
 LOCK = threading.RLock()
 
 _MARK = "__argus_z3_guarded__"
-_owner: int | None = None      # the thread in a session, if any
+_state = {"owner": None}       # the thread in a session, if any
 _pending: collections.deque = collections.deque()  # releases queued from other threads
-_get_ident = threading.get_ident
 
 
 def _releases(name: str) -> bool:
@@ -42,16 +41,20 @@ def _releases(name: str) -> bool:
 
 
 def _guarded(f):
+    # what a release needs is bound here: at interpreter exit z3's objects are freed after
+    # this module's globals are gone
+    state, lock, pending, get_ident = _state, LOCK, _pending, threading.get_ident
+
     @functools.wraps(f)
     def release(*args):
-        if _owner == _get_ident():    # the session's own thread: serial with its queries
+        if state["owner"] == get_ident():  # the session's own thread: serial with its queries
             return f(*args)
-        if LOCK.acquire(blocking=False):
+        if lock.acquire(blocking=False):
             try:
                 return f(*args)
             finally:
-                LOCK.release()
-        _pending.append((f, args))    # another thread is in z3: it makes the call
+                lock.release()
+        pending.append((f, args))     # another thread is in z3: it makes the call
     setattr(release, _MARK, f)
     return release
 
@@ -68,16 +71,15 @@ def _drain() -> None:
 @contextmanager
 def session():
     """Hold z3 for this thread: no other thread's z3 release runs meanwhile."""
-    global _owner
     with LOCK:
-        outer = _owner
-        _owner = _get_ident()
+        outer = _state["owner"]
+        _state["owner"] = threading.get_ident()
         try:
             _drain()
             yield
         finally:
             _drain()
-            _owner = outer
+            _state["owner"] = outer
 
 
 def exclusive(fn):
