@@ -42,7 +42,7 @@ program.
 `results.jsonl`, `state.json` (chunks run, with provenance), `table_<task>_h200.csv` (rows
 in the task table's own columns, followed by provenance columns: GPU, driver, torch,
 Triton, CUDA, protocol, date, commit), `live_h200.json` (one live figure per leaderboard
-program, read by `argus_env.bench.results.read_live`, and a per-line view). Every run
+program, read by `argus_env.bench.live.read_live`, and a per-line view). Every run
 prints the coverage: of the programs walks and episodes visit at the leaderboard's shapes,
 the share the tables price, before and after this run's rows.
 """
@@ -682,21 +682,23 @@ class GpuMeasurer:
 
 def measure_items(items: list[Item], results: Path, measure, *, max_seconds: float,
                   prior: dict | None = None, clock=time.time, log=print,
-                  warm_fn=None) -> dict:
+                  warm_fn=None, compile_workers: int = 12) -> dict:
     """Measure `items` in order with `measure(item) -> answer` (the worker's dict) until
     the next one would end past `max_seconds`, appending each answer to `results` at once.
-    `warm_fn(items, deadline)` compiles ahead (None: no pool). Returns counts."""
+    `warm_fn(items, deadline)` first compiles, in `compile_workers` processes, the items
+    this run can hope to time (None: no pool). Returns counts."""
     start = clock()
     prior = prior or {}
     stop = start + max_seconds - END_MARGIN
     todo, budget = [], 0.0
-    for it in items:   # what this run can hope to time: compile that much ahead
-        budget += SECONDS_PER_PROGRAM.get(it.task, 2.0)
+    per_compile = COMPILE_SECONDS / max(compile_workers, 1) if warm_fn is not None else 0.0
+    for it in items:   # what this run can hope to compile and time
+        budget += SECONDS_PER_PROGRAM.get(it.task, 2.0) + per_compile
         if start + budget > stop:
             break
         todo.append(it)
     if warm_fn is not None and todo:
-        warm_fn(todo, start + 0.45 * (stop - start))
+        warm_fn(todo, start + 0.5 * (stop - start))
     counts = {"measured": 0, "ok": 0, "failed": 0, "transient": 0, "left": 0}
     for n, it in enumerate(items):
         if clock() + SECONDS_PER_PROGRAM.get(it.task, 2.0) > stop:
@@ -785,7 +787,7 @@ def write_outputs(out_dir: Path, plan: dict, done: dict, held: set, prov: dict) 
         written[task] = len(rows)
     live_path = out_dir / f"live_{HARDWARE}.json"
     figures, views = live_figures(plan, done)
-    from argus_env.bench.results import write_live
+    from argus_env.bench.live import write_live
     write_live(live_path, HARDWARE, figures, {**prov, "plan": plan.get("sha256"),
                                               "plan_commit": plan["header"].get("commit")}, views)
     return {"tables": written, "figures": len(figures), "lines": len(views)}
@@ -948,14 +950,15 @@ def cmd_measure(args) -> int:
     measurer = GpuMeasurer(args.rounds, args.rep_ms, args.timeout)
     try:
         run_chunk(out_dir, measurer, prov, max_seconds=args.max_seconds,
-                  warm_fn=lambda its, dl: warm(its, args.compile_workers, dl))
+                  warm_fn=lambda its, dl: warm(its, args.compile_workers, dl),
+                  compile_workers=args.compile_workers)
     finally:
         measurer.close()
     return 0
 
 
 def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn=None,
-              clock=time.time, log=print) -> dict:
+              compile_workers: int = 12, clock=time.time, log=print) -> dict:
     """One resumable run: measure what the plan in `out_dir` still lacks with
     `measure(item) -> answer` for at most `max_seconds`, then rewrite the outputs and the
     state file and print the coverage and the summary. Returns the state."""
@@ -968,7 +971,8 @@ def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn
     state = json.loads(state_path.read_text()) if state_path.exists() else {"chunks": []}
     started = _now()
     counts = measure_items(todo, results, measure, max_seconds=max_seconds, prior=done,
-                           warm_fn=warm_fn, clock=clock, log=log)
+                           warm_fn=warm_fn, compile_workers=compile_workers, clock=clock,
+                           log=log)
     done = read_results(results)
     written = write_outputs(out_dir, plan, done, held, prov)
     state["plan"] = plan["sha256"]
@@ -990,7 +994,7 @@ def cmd_append(args) -> int:
     added = append_tables(args.out)
     live = args.out / f"live_{HARDWARE}.json"
     if live.exists() and args.live_to:
-        from argus_env.bench.results import read_live
+        from argus_env.bench.live import read_live
         read_live(live)   # refuse a malformed file before it reaches the board
         args.live_to.write_text(live.read_text())
         print(f"{args.live_to}: the live figures (rebuild the board: python -m argus_env.cli "

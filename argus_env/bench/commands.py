@@ -135,7 +135,7 @@ def cmd_leaderboard(args) -> int:
         if not args.check:
             raise ValueError("give results files (JSONL from `argus bench`) or --check DIR")
         return status
-    from .results import live_beside
+    from .live import live_beside
     live = live_beside(args.results or [])   # live_*.json beside the results files
     out = write(build(lines, live=live), args.out_dir, sources)
     console.print(f"leaderboard: {out['markdown']} and {out['html']}"

@@ -25,7 +25,7 @@ Figures, per (env, track, budget) and agent:
 - **from table**: submitted kernels whose figure is a recorded GPU measurement rather than
   the cost model's estimate for a program the table lacks (table mode only).
 - **live**: the same geometric mean over the *live* GPU figures of the submitted kernels
-  (`results.LiveFigures`, joined by hardware, env, shape and submitted program hash; a
+  (`live.LiveFigures`, joined by hardware, env, shape and submitted program hash; a
   kernel that failed on the GPU counts as 0). An agent is *verified* when every one of its
   episodes has a live figure. Boards rank verified agents by the live score, then the
   unverified ones by the recorded score; with no live figures at all a board ranks by the
@@ -151,7 +151,7 @@ def budget_of(line: dict) -> int:
 def build(lines: list[dict], live=None) -> list[Board]:
     """Boards for every (env, track, budget) in `lines`; raises on mixed measure or
     hardware within one, and on an episode twice at one budget. `live`: a
-    `results.LiveFigures` to join (None: no live figures, every line unverified)."""
+    `live.LiveFigures` to join (None: no live figures, every line unverified)."""
     groups: dict = {}
     seen = set()
     for line in lines:
@@ -217,7 +217,7 @@ def live_figure(line: dict, live) -> dict | None:
 
 def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int,
            live=None) -> Entry:
-    from .results import live_frac
+    from .live import live_frac
     e = Entry(agent, episodes=len(lines))
     by_seed: dict = {}
     reach = []
