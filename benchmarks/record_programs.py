@@ -190,6 +190,7 @@ class Items:
 
     def __init__(self):
         self.by_key: dict[str, Item] = {}
+        self.refused: list = []   # walk steps the env refused (env, shape, action, why)
 
     def add(self, item: Item) -> Item:
         have = self.by_key.get(item.key)
@@ -400,9 +401,9 @@ def walk_items(env_ids: list[str], programs: int, steps: int, seed: int, shapes=
                     if not len(legal):
                         break
                     obs, _, _, _, info = env.step(int(rng.choice(legal)))
-                    if info["error"] is not None:
-                        raise RuntimeError(f"{env_id}: the walk's action was refused: "
-                                           f"{info['error']}")
+                    if info["error"] is not None:   # a legal action the env still refused
+                        items.refused.append((env_id, shape, info["action"], info["error"]))
+                        continue                    # (a check past the step's time limit)
                     ev = core.state.evaluation
                     if not ev.report.ok or ev.measurement is None:
                         continue    # refused by the checker: never priced
@@ -420,7 +421,7 @@ def walk_items(env_ids: list[str], programs: int, steps: int, seed: int, shapes=
             env.close()
         if log:
             log(f"walks {tag} {env_id}: {len(found)} priced programs in {walk} walks, "
-                f"{time.time() - t0:.0f} s")
+                f"{time.time() - t0:.0f} s; {len(items.refused)} steps refused so far")
     return items
 
 
@@ -640,17 +641,16 @@ def warm(items: list[Item], workers: int, deadline: float, log=print) -> dict:
     ctx = mp.get_context("spawn")
     pool = ctx.Pool(workers, maxtasksperchild=20)
     try:
-        jobs = [pool.apply_async(_warm_one, ({"key": i.key, "task": i.task, "sizes": i.sizes,
-                                              "program": i.program},)) for i in items]
-        for job in jobs:
-            left = deadline - time.time()
-            if left <= 0:
-                break
-            try:
-                key, err, _ = job.get(timeout=left)
-                hints[key] = err
-            except mp.TimeoutError:
-                break
+        jobs = {i.key: pool.apply_async(_warm_one, ({"key": i.key, "task": i.task,
+                                                     "sizes": i.sizes, "program": i.program},))
+                for i in items}
+        while jobs and time.time() < deadline:   # a hung or crashed process holds only its own
+            for key in [k for k, job in jobs.items() if job.ready()]:
+                try:
+                    hints[key] = jobs.pop(key).get()[1]
+                except Exception as e:  # noqa: BLE001 - the pool's own failure
+                    hints[key] = f"{type(e).__name__}: {e}"[:300]
+            time.sleep(0.2)
     finally:
         pool.terminate()
         pool.join()
