@@ -1,13 +1,23 @@
 """The deterministic backends: `model` (the analytic cost model on the target) and `table`
-(measurements recorded on a GPU, shipped as data, with the model for what they lack)."""
+(measurements recorded on a GPU, shipped as data, with the model for what they lack).
+
+Both price what a program executes (`argus_env.ir.live`). The table answers a program it
+recorded, and any program that executes the same thing at the shape: one that differs only
+in docstrings, comments or dead code takes the recorded row, a recorded
+GPU failure (compile error, wrong numbers) included. The table's key keeps the constants
+(the space's programs differ in unused ones, and the committed scores were made so)."""
 
 from __future__ import annotations
 
 import csv
 import math
+from collections import OrderedDict
 from pathlib import Path
 
 from ..dsl.program import Program
+from ..ir import nodes as ir
+from ..ir.live import live_key, live_program
+from ..ir.rewrite import walk
 from ..target import Target, as_target
 from .features import KernelFeatures, extract
 from .measurement import Backend, Measurement, recorded_anchor
@@ -36,12 +46,23 @@ class ModelBackend(Backend):
             if self.profile.name.lower().startswith("h200") else None
         return recorded if recorded else 0.9 * self.roofline(f)
 
+    def _cuda_cores(self, own: dict, task, sizes: dict) -> dict:
+        """A task model's answer for a program without a dot: no faster than the task's
+        FLOPs at the CUDA cores' peak."""
+        floor_ms = task.flops(sizes) / (self.profile.fp32_tflops * 1e9)
+        if own["ms"] >= floor_ms:
+            return own
+        return {**own, "ms": floor_ms, "tflops": task.flops(sizes) / floor_ms / 1e9,
+                "bound": "compute"}
+
     def measure(self, program: Program, sizes: dict, task, features: KernelFeatures | None = None
                 ) -> Measurement:
         f = features or extract(program, sizes, task, target=self.target)
         if getattr(task, "cost_model", None) is not None:  # a task with a model of its own
             own = task.cost_model(program, sizes, self.target)
             ok = own.get("bound") != "illegal" and math.isfinite(own["ms"]) and own["ms"] > 0
+            if ok and not _has_dot(program, sizes, task, self.target):
+                own = self._cuda_cores(own, task, sizes)
             error = "" if ok else ("; ".join(own.get("reasons") or ()) or
                                    "the cost model finds this configuration cannot run here")
             return Measurement("model", ok, own["ms"], own["tflops"], self.anchor(task, sizes, f),
@@ -54,6 +75,33 @@ class ModelBackend(Backend):
                         {"bound": est.bound, "breakdown": est.breakdown,
                          "profile": self.profile.name, "config": f.key()})
         return m
+
+
+def _live_sizes(program: Program, sizes: dict, task) -> dict:
+    return task.program_sizes(program, sizes) if hasattr(task, "program_sizes") else sizes
+
+
+def _own_programs(task) -> list[Program]:
+    out = []
+    for which in ("baseline", "expert"):
+        try:
+            out.append(task.program(which))
+        except (KeyError, ValueError, FileNotFoundError, OSError):
+            pass
+    if hasattr(task, "space"):
+        out.append(task.space.program(task.space.baseline()))
+    return out
+
+
+def _has_dot(program: Program, sizes: dict, task, target) -> bool:
+    live = live_program(program, _live_sizes(program, sizes, task), target.sms)
+    return any(isinstance(n, ir.Call) and n.fn == "dot" for n in walk(live.kernel))
+
+
+# (task, hardware, SMs, shape) -> {live key: row}; configuration recovery per task
+_EXECUTED: OrderedDict = OrderedDict()
+_EXECUTED_MAX = 256
+_RECOVERY: dict = {}
 
 
 class TableBackend(Backend):
@@ -91,11 +139,58 @@ class TableBackend(Backend):
             self._tables[task.name] = {"path": str(path), "rows": rows}
         return self._tables[task.name]
 
+    def executed(self, task, shape: tuple) -> dict:
+        """{what a recorded program executes (`live_key`): its row} for the task's rows at
+        `shape` (the anchor dims' values). The programs are the task's own (baseline,
+        expert, the space's baseline) and those recovered from the rows' configurations,
+        each kept only where its program hash confirms the recording. Cached for the most
+        recent shapes."""
+        key = (task.name, self.hardware, self.target.sms, shape)
+        hit = _EXECUTED.get(key)
+        if hit is not None:
+            _EXECUTED.move_to_end(key)
+            return hit
+        from .learned import _Recovery   # reads configurations only; no fitting library
+        recover = _RECOVERY.setdefault(task.name, _Recovery(task)) \
+            if hasattr(task, "space") else None
+        rows = {k[-1]: row for k, row in self.table(task)["rows"].items()
+                if k[:len(shape)] == shape}
+        out: dict = {}
+
+        def add(program: Program, sizes: dict) -> None:
+            row = rows.get(program.hash)   # the recorded program itself, confirmed
+            if row is not None:
+                out.setdefault(live_key(program, _live_sizes(program, sizes, task),
+                                        self.target.sms, unused_consts=True), row)
+
+        own = set()
+        for row in rows.values():
+            sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
+            if tuple(sorted(sizes.items())) not in own:   # the task's own programs
+                own.add(tuple(sorted(sizes.items())))
+                for program in _own_programs(task):
+                    add(task.bind(program, sizes), sizes)
+            try:
+                config = recover(row) if recover is not None else None
+                if config is not None:
+                    add(task.bind(task.space.program(config), sizes), sizes)
+            except (ValueError, TypeError, KeyError):
+                continue   # a row recorded for a configuration the space no longer has
+        _EXECUTED[key] = out
+        if len(_EXECUTED) > _EXECUTED_MAX:
+            _EXECUTED.popitem(last=False)
+        return out
+
     def measure(self, program: Program, sizes: dict, task, features: KernelFeatures | None = None
                 ) -> Measurement:
         f = features or extract(program, sizes, task, target=self.target)
         table = self.table(task)
-        row = table["rows"].get(tuple(sizes[d] for d in task.anchor_dims) + (program.hash,))
+        shape = tuple(sizes[d] for d in task.anchor_dims)
+        row = table["rows"].get(shape + (program.hash,))
+        if row is None:   # the same executed program, written another way
+            row = self.executed(task, shape).get(
+                live_key(program, _live_sizes(program, sizes, task), self.target.sms,
+                         unused_consts=True))
         if row is None:
             m = self.model.measure(program, sizes, task, f)
             m.details.update(table_miss=True, table=table["path"])

@@ -7,6 +7,13 @@ group, operand storage order), and counts the work: programs launched, output ti
 useful FLOPs and compulsory bytes. It works on any program, written by a transformation
 or by hand; what it cannot find falls back to the defaults Triton would apply on the
 `Target` (its SM count for `A.num_sms()`, its MMA instruction where a dot has no `mma=`).
+
+Everything is read off the part of the program that executes at the sizes
+(`argus_env.ir.live`): loops that never iterate, branches never taken, values that reach no
+store and constants nothing reads are gone first. Policies are read from what the program
+does, not from names: the tile order from a `GROUP_M` that shapes the addresses with the
+program's position, persistence from a loop over tiles strided by the grid size. A program
+without a dot does its products on the CUDA cores (`mma="fma"`).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
+from ..ir.live import feeds_index, live_program, persistent_loop
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -69,9 +77,10 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     if not isinstance(target, Target):
         raise TypeError(f"extract: `target` must be an argus_env.target.Target, got "
                         f"{type(target).__name__}")
-    k = program.kernel
     if task is not None and hasattr(task, "program_sizes"):
         sizes = task.program_sizes(program, sizes)
+    program = live_program(program, sizes, target.sms)
+    k = program.kernel
     finder = _MainDot(program)
     finder.block(k.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
     dot = finder.best
@@ -84,7 +93,7 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     programs = 1
     for g in grid:
         programs *= max(g, 0)
-    persistent = any(isinstance(n, ir.Call) and n.fn == "num_sms" for n in walk(k.body[0]))
+    persistent = persistent_loop(k) is not None
     atomic = bool(program.info.atomic) and not program.info.stored
     split = grid[2] if len(grid) == 3 and atomic else 1
     outputs = [p for p in k.tensors if p.name in program.info.outputs]
@@ -99,12 +108,13 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     return KernelFeatures(
         task=getattr(task, "name", ""), sizes=tuple(sorted(sizes.items())), flops=flops,
         min_bytes=min_bytes, block_m=bm, block_n=bn, block_k=bk,
-        dots=dot["count"] if dot else 0, num_warps=warps, stages=max(1, stages),
-        mma=target.mma_of(dot["mma"] if dot else None, warps, bm),
+        dots=dot["count"] if dot else 1, num_warps=warps, stages=max(1, stages),
+        mma=target.mma_of(dot["mma"], warps, bm) if dot else "fma",
         tma_loads=bool(dot and dot["tma"]), tma_store=finder.tma_store,
         warp_specialize=finder.warp_specialize, persistent=persistent,
         grid_programs=programs, tiles=tiles_mn * split, split_k=split, atomic_output=atomic,
-        group_m=int(consts.get("GROUP_M", 1) or 1), kmajor_b=kmajor,
+        group_m=int(consts.get("GROUP_M", 1) or 1) if feeds_index(k, "GROUP_M") else 1,
+        kmajor_b=kmajor,
         operand_bytes=dot["bytes"] if dot else 2,
         output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
         k_iterations=max(1, -(-k_size // (bk * split))),
@@ -237,14 +247,13 @@ def _grid(program: Program, sizes: dict, consts: dict, num_sms: int) -> list[int
 
 
 def _contracted_size(program: Program, sizes: dict, dot) -> int:
-    """The size of the dimension the main dot reduces over (K for GEMM)."""
-    if not dot:
-        return 1
+    """The size of the dimension the main dot reduces over (K for GEMM); without a dot,
+    the task's contracted dimension all the same (the products are done another way)."""
     names = [d for p in program.kernel.tensors for d in p.dims]
     for name in ("K", "D", "SK"):
         if name in names and name in sizes:
             return sizes[name]
-    return dot["shape"][1]
+    return dot["shape"][1] if dot else 1
 
 
 __all__ = ["KernelFeatures", "extract", "RefT"]

@@ -80,7 +80,7 @@ class CalibrationParams:
         return _load_params(profile, directory)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=32)
 def _load_params(profile: str, directory: Path | None) -> CalibrationParams:
     path = Path(directory or CALIBRATION_DIR) / f"{profile.strip().lower()}.json"
     if not path.exists():

@@ -47,6 +47,7 @@ from pathlib import Path
 from argus_env import resources
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
+from argus_env.ir.live import _range_args, depends_on_position, live_program, persistent_loop
 from argus_env.ir.rewrite import walk
 from argus_env.resources import Footprint
 from argus_env.target import as_target
@@ -135,8 +136,14 @@ def hardware_reasons(f: "AttnFeatures", head_dim: int, target) -> list[str]:
     return reasons
 
 
-def features(program: Program) -> AttnFeatures:
-    """The choices a program made, read off its IR."""
+def features(program: Program, sizes: dict | None = None, sms: int | None = None
+             ) -> AttnFeatures:
+    """The choices a program made, read off the IR of what it executes at `sizes`
+    (`argus_env.ir.live`; the whole program when None): causal block skipping is a key
+    loop whose bound follows the program's position (the diagonal), persistence a loop
+    over tiles strided by the grid size, a program without a dot works on the CUDA cores."""
+    if sizes is not None:
+        program = live_program(program, sizes, sms)
     k = program.kernel
     consts = k.consts
     calls = [n for n in walk(k) if isinstance(n, ir.Call)]
@@ -147,13 +154,14 @@ def features(program: Program) -> AttnFeatures:
     stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")),
                   DEFAULT_STAGES)
     mmas = tuple(sorted({c.arg("mma").name if isinstance(c.arg("mma"), ir.Symbol) else None
-                         for c in calls if c.fn == "dot"}, key=str)) or (None,)
+                         for c in calls if c.fn == "dot"}, key=str)) or ("fma",)
     q_loads = [x for n in key_loops for x in walk(n) if isinstance(x, ir.Call) and x.fn == "load"
                and _tensor(x) == "q"]
     grid = next((c for c in calls if c.fn == "grid"), None)
     return AttnFeatures(
         int(consts.get("BM", 64)), int(consts.get("BN", 64)), int(k.option("num_warps", 4)),
-        int(stages), any(c.fn == "exp2" for c in calls), len(key_loops) > 1,
+        int(stages), any(c.fn == "exp2" for c in calls),
+        any(depends_on_position(k, bound) for n in key_loops for bound in _range_args(n.iter)[:2]),
         any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value for c in calls),
         lazy_rescale=any(isinstance(n, ir.If) and any(isinstance(x, ir.Call) and x.fn == "max"
                                                        for x in walk(n.cond))
@@ -161,7 +169,7 @@ def features(program: Program) -> AttnFeatures:
         q_in_registers=not q_loads,
         warp_specialize=any(n.iter.has("warp_specialize") and isinstance(n.iter.arg("warp_specialize"), ir.Const)
                             and n.iter.arg("warp_specialize").value for n in loops),
-        persistent=any(c.fn == "num_sms" for c in calls),
+        persistent=persistent_loop(k) is not None,
         gqa_pack=grid is not None and any(getattr(x, "name", getattr(x, "id", None)) == "KVH"
                                           for x in walk(grid)),
         mma=mmas)
@@ -175,7 +183,8 @@ def _tensor(load: ir.Call) -> str | None:
 def estimate(program: Program, sizes: dict, target, params: Params | None = None) -> dict:
     """Predicted milliseconds and TFLOP/s (with the task's FLOP convention) on `target`
     (a `Target`, a hardware profile or its name)."""
-    return estimate_features(features(program), sizes, target, params or _default())
+    return estimate_features(features(program, sizes, as_target(target).sms), sizes, target,
+                             params or _default())
 
 
 _PARAMS: list = []

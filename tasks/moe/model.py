@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
+from argus_env.ir.live import live_program, persistent_loop
 from argus_env.ir.rewrite import walk
 from argus_env.measure.features import KernelFeatures
 from argus_env.measure.model import estimate as gemm_estimate
@@ -69,8 +70,19 @@ class Config:
     tma: bool
 
 
+def _program_sizes(program: Program, sizes: dict) -> dict:
+    """The shape's sizes with the routing step's (`MoETask.program_sizes`)."""
+    bm = int(program.kernel.consts.get("BM", 64))
+    out = dict(sizes)
+    out["P"] = padded_rows(sizes["T"], sizes["E"], sizes["TOPK"], bm)
+    out["NB"] = out["P"] // bm
+    return out
+
+
 def config(program: Program) -> Config:
-    """The choices a program made, read off its IR."""
+    """The choices a program made, read off its IR (`estimate` reads them off the part
+    that executes at the sizes, `argus_env.ir.live`); persistence is a loop over tiles
+    strided by the grid size."""
     k = program.kernel
     calls = [n for n in walk(k) if isinstance(n, ir.Call)]
     loads = {c.arg("ref").base.id for c in calls if c.fn == "load"}
@@ -81,7 +93,7 @@ def config(program: Program) -> Config:
                   int(k.consts.get("BK", 32)), int(k.option("num_warps", 4)), int(stages),
                   len(program.info.grids), "xs" not in loads, "g" not in loads,
                   "y" in loads, "ys" in loads, "out" in program.info.atomic,
-                  any(c.fn == "num_sms" for c in calls),
+                  persistent_loop(k) is not None,
                   any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value
                       for c in calls))
 
@@ -112,8 +124,8 @@ def estimate(program: Program, sizes: dict, target, params: Params | None = None
     p = params or Params()
     target = as_target(target)
     profile = target.profile
-    c = config(program)
     t, d, f, e, k = (sizes[n] for n in ("T", "D", "F", "E", "TOPK"))
+    c = config(live_program(program, _program_sizes(program, sizes), target.sms))
     counts = expert_rows(t, e, k, int(sizes.get("SKEW", 0)))
     active = sum(1 for n in counts if n)
     rows = sum(-(-n // c.bm) * c.bm for n in counts)           # padded rows actually used

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
+from argus_env.ir.live import live_program, persistent_loop
 from argus_env.ir.rewrite import walk
 from argus_env.resources import Footprint, limits, occupancy
 from argus_env.target import DEFAULT_HARDWARE, as_target
@@ -90,7 +91,9 @@ def space_config(space_config, sizes: dict | None) -> Config:
 def config(program: Program, sizes: dict) -> Config:
     """Read the configuration off a program: rows per program (BM), the tile width (the
     widest `A.arange`; HP is the shape's power of two), passes (loads of x), warps, a
-    persistent grid (`A.num_sms`), pipelining stages."""
+    persistent grid (a loop over row blocks strided by the grid size), pipelining stages;
+    all read off the part that executes at `sizes` (`argus_env.ir.live`)."""
+    program = live_program(program, sizes)
     k = program.kernel
     consts = dict(k.consts)
     consts["HP"] = hp(sizes["H"])
@@ -109,7 +112,7 @@ def config(program: Program, sizes: dict) -> Config:
     stages = max([int(c.arg("stages").value) for c in calls if c.fn == "range" and c.has("stages")]
                  or [1])
     return Config(bm, tile, passes, int(k.option("num_warps", 4)),
-                  any(c.fn == "num_sms" for c in calls), stages)
+                  persistent_loop(k) is not None, stages)
 
 
 def estimate_config(c: Config, sizes: dict, target, p: Params = PARAMS) -> dict:

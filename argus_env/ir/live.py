@@ -1,0 +1,425 @@
+"""The part of a kernel that executes at given sizes, and facts about it.
+
+Cost models and table look-ups must price what a GPU runs, not what a program's text
+mentions. `live_kernel(kernel, sizes)` removes what never runs or never matters:
+
+* loops whose trip count is known to be zero at these sizes (every program's, with
+  `program_id` ranging over the grid), and the branch of an `if` whose condition is decided;
+* statements whose values reach no `store`, `atomic_add` or the grid (checker-only
+  `assert_tags` included), found by liveness over the structured body;
+* compile-time constants no remaining statement reads, and the docstring.
+
+Scalar facts are intervals: sizes and constants are points, `program_id(i)` spans the
+grid's axis, anything read off a tile is unknown. Nothing is executed; the IR is walked.
+`live_key` is the structural hash of the result (what a table keyed by "the program the
+GPU runs" is keyed by); `feeds_index` and `persistent_loop` answer the questions cost
+models ask of executed structure: does a name shape the addresses loaded and stored, does
+a loop of tiles strided by the grid size hold the work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import OrderedDict
+
+from . import nodes as ir
+from .rewrite import structural_hash, walk
+
+INF = math.inf
+UNKNOWN = (-INF, INF)
+EFFECTS = ("store", "atomic_add", "grid")       # statements the GPU's result depends on
+
+
+# ---------------------------------------------------------------- interval arithmetic
+def _point(v) -> tuple:
+    if isinstance(v, bool):
+        return (int(v), int(v))
+    return (v, v) if isinstance(v, (int, float)) and not math.isnan(v) else UNKNOWN
+
+
+def _mul(a, b):
+    def m(x, y):
+        return 0 if x == 0 or y == 0 else x * y
+    ps = [m(x, y) for x in a for y in b]
+    return (min(ps), max(ps))
+
+
+def _div(a, b, ceil=False):
+    c = b[0]
+    if b[0] != b[1] or not isinstance(c, (int, float)) or c <= 0 or math.isinf(c):
+        return UNKNOWN
+    f = (lambda x: -(-x // c)) if ceil else (lambda x: x // c)
+    return tuple(x if math.isinf(x) else f(x) for x in a)
+
+
+def _cmp(op, a, b):
+    """(0, 0) or (1, 1) when the comparison is decided, else (0, 1)."""
+    lt_sure, ge_sure = a[1] < b[0], a[0] >= b[1]
+    le_sure, gt_sure = a[1] <= b[0], a[0] > b[1]
+    eq_sure = a[0] == a[1] == b[0] == b[1]
+    ne_sure = a[1] < b[0] or b[1] < a[0]
+    yes, no = {"<": (lt_sure, ge_sure), "<=": (le_sure, gt_sure), ">": (gt_sure, le_sure),
+               ">=": (ge_sure, lt_sure), "==": (eq_sure, ne_sure),
+               "!=": (ne_sure, eq_sure)}[op]
+    return (1, 1) if yes else (0, 0) if no else (0, 1)
+
+
+class _Eval:
+    """Intervals of scalar expressions over sizes, constants and known locals."""
+
+    def __init__(self, env: dict, grid: list | None, sms: int | None):
+        self.env, self.grid, self.sms = env, grid, sms
+
+    def __call__(self, e) -> tuple:
+        try:
+            return self._ev(e)
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+            return UNKNOWN
+
+    def _ev(self, e) -> tuple:
+        if isinstance(e, ir.Const):
+            return _point(e.value)
+        if isinstance(e, ir.Name):
+            return self.env.get(e.id, UNKNOWN)
+        if isinstance(e, ir.UnaryOp):
+            a = self._ev(e.operand)
+            if e.op == "-":
+                return (-a[1], -a[0])
+            if e.op == "not":
+                return (1 - a[1], 1 - a[0]) if 0 <= a[0] <= a[1] <= 1 else (0, 1)
+            return UNKNOWN
+        if isinstance(e, ir.BinOp):
+            a, b = self._ev(e.lhs), self._ev(e.rhs)
+            if e.op == "+":
+                return (a[0] + b[0], a[1] + b[1])
+            if e.op == "-":
+                return (a[0] - b[1], a[1] - b[0])
+            if e.op == "*":
+                return _mul(a, b)
+            if e.op == "//":
+                return _div(a, b)
+            if e.op == "%":
+                if a[0] == a[1] and b[0] == b[1] and b[0] and not math.isinf(a[0] + b[0]):
+                    return _point(a[0] % b[0])
+                return (0, b[0] - 1) if a[0] >= 0 and b[0] == b[1] and 0 < b[0] < INF \
+                    else UNKNOWN
+            if e.op in ("<", "<=", ">", ">=", "==", "!="):
+                return _cmp(e.op, a, b)
+            if e.op in ("and", "&") and {a, b} <= {(0, 0), (1, 1), (0, 1)}:
+                return (min(a[0], b[0]), min(a[1], b[1]))
+            if e.op in ("or", "|") and {a, b} <= {(0, 0), (1, 1), (0, 1)}:
+                return (max(a[0], b[0]), max(a[1], b[1]))
+            return UNKNOWN
+        if isinstance(e, ir.Call):
+            return self._call(e)
+        return UNKNOWN
+
+    def _axis(self, e: ir.Call):
+        axis = e.arg("axis")
+        return axis.value if isinstance(axis, ir.Const) and isinstance(axis.value, int) else None
+
+    def _call(self, e: ir.Call) -> tuple:
+        if e.fn == "num_sms":
+            return _point(self.sms) if self.sms else (1, INF)
+        if e.fn in ("program_id", "num_programs"):
+            axis = self._axis(e)
+            dim = self.grid[axis] if self.grid and axis is not None and axis < len(self.grid) \
+                else (1, INF)
+            return (0, dim[1] - 1) if e.fn == "program_id" else dim
+        if e.fn in ("cdiv", "minimum", "maximum"):
+            a, b = self._ev(e.arg("a")), self._ev(e.arg("b"))
+            if e.fn == "cdiv":
+                return _div(a, b, ceil=True)
+            f = min if e.fn == "minimum" else max
+            return (f(a[0], b[0]), f(a[1], b[1]))
+        return UNKNOWN
+
+
+def _hull(a: tuple, b: tuple) -> tuple:
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _assigned(stmts) -> set[str]:
+    out = set()
+    for s in stmts:
+        for n in walk(s):
+            if isinstance(n, ir.Assign):
+                out.update(n.targets)
+            elif isinstance(n, ir.For):
+                out.add(n.var)
+    return out
+
+
+def _range_args(it: ir.Call):
+    start, stop, step = it.arg("start"), it.arg("stop"), it.arg("step")
+    if stop is None:
+        start, stop = ir.Const(0), start
+    return start, stop, step if step is not None else ir.Const(1)
+
+
+def trips_at_most(it: ir.Call, ev: _Eval) -> float:
+    """An upper bound on the trips of loop iterator `it` (INF when nothing is known)."""
+    if it.fn == "static_range":
+        return ev(it.arg("n"))[1]
+    start, stop, step = (ev(x) for x in _range_args(it))
+    if step[0] > 0:
+        span = stop[1] - start[0]
+        return INF if math.isinf(span) else max(0, -(-span // step[0]))
+    if step[1] < 0:
+        span = start[1] - stop[0]
+        return INF if math.isinf(span) else max(0, -(-span // -step[1]))
+    return INF
+
+
+# ---------------------------------------------------------------- pruning
+class _Pruner:
+    """Forward pass: drop zero-trip loops and the branches a decided condition skips."""
+
+    def __init__(self, ev: _Eval):
+        self.ev = ev
+
+    def block(self, stmts) -> tuple:
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return tuple(out)
+
+    def stmt(self, s) -> list:
+        env = self.ev.env
+        if isinstance(s, ir.Assign):
+            value = self.ev(s.value) if len(s.targets) == 1 else UNKNOWN
+            for t in s.targets:
+                env[t] = value
+            return [s]
+        if isinstance(s, ir.For):
+            if trips_at_most(s.iter, self.ev) <= 0:
+                return []
+            span = _hull(*(self.ev(x) for x in _range_args(s.iter)[:2])) \
+                if s.iter.fn == "range" else UNKNOWN
+            for name in _assigned([s]):
+                env[name] = UNKNOWN   # changes from trip to trip
+            env[s.var] = span
+            body = self.block(s.body)
+            for name in _assigned([s]):
+                env[name] = UNKNOWN
+            return [dataclasses.replace(s, body=body)]
+        if isinstance(s, ir.If):
+            cond = self.ev(s.cond)
+            if cond in ((1, 1),) or (cond[0] > 0 or cond[1] < 0):
+                return list(self.block(s.body))
+            if cond == (0, 0):
+                return list(self.block(s.orelse))
+            before = dict(env)
+            body = self.block(s.body)
+            after_body, self.ev.env = self.ev.env, dict(before)
+            orelse = self.block(s.orelse)
+            for name in _assigned(s.body) | _assigned(s.orelse):
+                self.ev.env[name] = _hull(after_body.get(name, UNKNOWN),
+                                          self.ev.env.get(name, UNKNOWN))
+            return [dataclasses.replace(s, body=body, orelse=orelse)]
+        if isinstance(s, ir.ExprStmt) and s.value.fn == "grid":
+            self.ev.grid = _dims(s.value, self.ev)   # program_id/num_programs from here on
+        return [s]
+
+
+def _uses(e) -> set[str]:
+    return {n.id for n in walk(e) if isinstance(n, ir.Name)}
+
+
+def _effectful(e) -> bool:
+    return any(isinstance(n, ir.Call) and n.fn in EFFECTS for n in walk(e))
+
+
+def _dce_block(stmts, live: set) -> tuple[tuple, set]:
+    out = []
+    for s in reversed(stmts):
+        kept, live = _dce_stmt(s, live)
+        if kept is not None:
+            out.append(kept)
+    return tuple(reversed(out)), live
+
+
+def _dce_stmt(s, live: set):
+    if isinstance(s, ir.Assign):
+        if set(s.targets) & live or _effectful(s.value):
+            return s, (live - set(s.targets)) | _uses(s.value)
+        return None, live
+    if isinstance(s, ir.ExprStmt):
+        if _effectful(s.value):
+            return s, live | _uses(s.value)
+        return None, live
+    if isinstance(s, ir.If):
+        body, lb = _dce_block(s.body, live)
+        orelse, lo = _dce_block(s.orelse, live)
+        if not body and not orelse:
+            return None, live
+        if not body:
+            return ir.If(ir.UnaryOp("not", s.cond, loc=s.cond.loc), orelse, (), loc=s.loc), \
+                lo | live | _uses(s.cond)
+        return dataclasses.replace(s, body=body, orelse=orelse), lb | lo | _uses(s.cond)
+    if isinstance(s, ir.For):
+        at_end = set(live)
+        while True:     # live at the end of an iteration: after the loop, or the next trip
+            body, entry = _dce_block(s.body, at_end)
+            grown = at_end | (entry - {s.var})
+            if grown == at_end:
+                break
+            at_end = grown
+        if not body:
+            return None, live
+        return dataclasses.replace(s, body=body), at_end | (entry - {s.var}) | _uses(s.iter)
+    return s, live
+
+
+def _dims(grid: ir.Call, ev: _Eval) -> list | None:
+    dims = grid.arg("dims")
+    if isinstance(dims, ir.TupleExpr):
+        return [(max(1, lo), hi) for lo, hi in (ev(d) for d in dims.elts)]
+    return None
+
+
+def live_kernel(kernel: ir.Kernel, sizes: dict, sms: int | None = None,
+                unused_consts: bool = False) -> ir.Kernel:
+    """`kernel` as it executes at `sizes` (see the module docstring); `sms` prices
+    `A.num_sms()` (unknown when None); `unused_consts` keeps the constants nothing reads."""
+    env = {name: _point(v) for name, v in kernel.consts.items()}
+    env.update({name: _point(v) for name, v in sizes.items()})
+    ev = _Eval(env, None, sms)
+    body = _Pruner(ev).block(kernel.body)
+    body, _ = _dce_block(body, set())
+    used = set().union(*(_uses(s) for s in body))
+    params = tuple(p for p in kernel.params if p.kind != "const" or p.name in used
+                   or unused_consts)
+    return dataclasses.replace(kernel, body=body, params=params, doc=None)
+
+
+# bounded: (program hash, sizes, sms) -> live kernel
+_LIVE: OrderedDict = OrderedDict()
+_LIVE_MAX = 4096
+
+
+def live(program, sizes: dict, sms: int | None = None):
+    """The executed part of `program` (a `Program`) at `sizes`, as a `Program`; the
+    program itself when nothing is removed but its docstring. Cached (bounded)."""
+    key = (program.hash, tuple(sorted(sizes.items())), sms)
+    hit = _LIVE.get(key)
+    if hit is not None:
+        _LIVE.move_to_end(key)
+        return hit
+    kernel = live_kernel(program.kernel, sizes, sms)
+    if kernel == dataclasses.replace(program.kernel, doc=None):
+        out = program
+    else:
+        out = program.with_kernel(kernel)
+    _LIVE[key] = (out, structural_hash(kernel))
+    if len(_LIVE) > _LIVE_MAX:
+        _LIVE.popitem(last=False)
+    return _LIVE[key]
+
+
+def live_program(program, sizes: dict, sms: int | None = None):
+    """The executed part of `program` at `sizes` (a `Program`)."""
+    return live(program, sizes, sms)[0]
+
+
+def live_key(program, sizes: dict, sms: int | None = None, unused_consts: bool = False
+             ) -> str:
+    """The structural hash of what `program` executes at `sizes`: equal for two programs
+    that differ only in docstrings, comments, dead code and (unless `unused_consts`)
+    unused constants."""
+    if not unused_consts:
+        return live(program, sizes, sms)[1]
+    key = ("consts", program.hash, tuple(sorted(sizes.items())), sms)
+    if key not in _LIVE:
+        _LIVE[key] = (None, structural_hash(live_kernel(program.kernel, sizes, sms, True)))
+        if len(_LIVE) > _LIVE_MAX:
+            _LIVE.popitem(last=False)
+    return _LIVE[key][1]
+
+
+# ---------------------------------------------------------------- facts about executed code
+def _definitions(kernel: ir.Kernel) -> dict[str, list]:
+    """Every expression assigned to a name (loop variables: their iterator)."""
+    defs: dict[str, list] = {}
+    for n in walk(kernel):
+        if isinstance(n, ir.Assign):
+            for t in n.targets:
+                defs.setdefault(t, []).append(n.value)
+        elif isinstance(n, ir.For):
+            defs.setdefault(n.var, []).append(n.iter)
+    return defs
+
+
+def slice_of(kernel: ir.Kernel, exprs) -> tuple[set[str], set[str]]:
+    """Names and op names that `exprs` depend on, through every assignment (flow-insensitive)."""
+    defs = _definitions(kernel)
+    names, fns, todo = set(), set(), list(exprs)
+    while todo:
+        e = todo.pop()
+        for n in walk(e):
+            if isinstance(n, ir.Call):
+                fns.add(n.fn)
+            elif isinstance(n, ir.Name) and n.id not in names:
+                names.add(n.id)
+                todo.extend(defs.get(n.id, ()))
+    return names, fns
+
+
+def _index_exprs(kernel: ir.Kernel, fns=("load", "store", "atomic_add")) -> list:
+    out = []
+    for n in walk(kernel):
+        if isinstance(n, ir.Call) and n.fn in fns:
+            ref = n.arg("ref")
+            if isinstance(ref, ir.Subscript):
+                out.extend(ref.index)
+    return out
+
+
+def feeds_index(kernel: ir.Kernel, name: str) -> bool:
+    """Whether `name` shapes, together with the program's position in the grid, the
+    addresses the kernel loads and stores (a tile-order remapping does)."""
+    names, fns = slice_of(kernel, _index_exprs(kernel))
+    return name in names and "program_id" in fns
+
+
+def _launches(kernel: ir.Kernel):
+    """(grid call, the top-level statements it launches), per `A.grid` of the kernel."""
+    grid, stmts = None, []
+    for s in kernel.body:
+        if isinstance(s, ir.ExprStmt) and s.value.fn == "grid":
+            if grid is not None:
+                yield grid, stmts
+            grid, stmts = s.value, []
+        else:
+            stmts.append(s)
+    if grid is not None:
+        yield grid, stmts
+
+
+def persistent_loop(kernel: ir.Kernel) -> ir.For | None:
+    """The loop over work tiles of a persistent launch: a runtime loop starting at the
+    program's position and striding by the number of programs, holding a store, in a
+    launch whose grid is sized by the SM count; None if the kernel has none."""
+    for grid, stmts in _launches(kernel):
+        if not any(isinstance(n, ir.Call) and n.fn == "num_sms" for n in walk(grid)):
+            continue
+        for n in (x for s in stmts for x in walk(s)):
+            if isinstance(n, ir.For) and n.iter.fn == "range":
+                start, _, step = _range_args(n.iter)
+                _, start_fns = slice_of(kernel, [start])
+                _, step_fns = slice_of(kernel, [step])
+                if "program_id" in start_fns and step_fns & {"num_programs", "num_sms"} and \
+                        any(isinstance(x, ir.Call) and x.fn in ("store", "atomic_add")
+                            for x in walk(n)):
+                    return n
+    return None
+
+
+def depends_on_position(kernel: ir.Kernel, e) -> bool:
+    """Whether scalar expression `e` varies with the program's position in the grid."""
+    return "program_id" in slice_of(kernel, [e])[1]
+
+
+__all__ = ["live_kernel", "live", "live_program", "live_key", "trips_at_most", "slice_of",
+           "feeds_index", "persistent_loop", "depends_on_position"]

@@ -1,0 +1,212 @@
+"""Prices follow what a program executes, not what its text mentions.
+
+Each test is a route by which a program was once priced like something it does not run:
+a decoy loop that never iterates, a program without a tensor-core dot, names read as
+policies (`GROUP_M`, `num_sms()` in the grid, two loops holding dots, `exp2` anywhere),
+and dead statements that changed the table key. The gamed program's price must equal that
+of the same program without the decoy (within 5%), and a recorded GPU failure must follow
+the program it was recorded for.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import pytest
+
+from argus_env.dsl.program import Program
+from argus_env.measure.analytic import ModelBackend, TableBackend
+from argus_env.measure.learned import _Recovery, table_paths
+from argus_env.target import load_target
+from argus_env.task import get_task
+
+H200 = load_target("h200")
+GEMM, ATTENTION = get_task("gemm"), get_task("attention")
+SQUARE = {"M": 8192, "N": 8192, "K": 8192}
+CAUSAL = {"B": 4, "H": 32, "KVH": 32, "SQ": 4096, "SK": 4096, "D": 128, "CAUSAL": 1}
+D64 = {"B": 4, "H": 32, "KVH": 32, "SQ": 4096, "SK": 4096, "D": 64, "CAUSAL": 1}  # exp2: 8.6%
+
+
+def add_after(text: str, needle: str, *lines: str, indent: int | None = None) -> str:
+    """`text` with `lines` inserted after the first line containing `needle`, indented like
+    it (or by `indent` spaces)."""
+    out, done = [], False
+    for line in text.splitlines():
+        out.append(line)
+        if not done and needle in line:
+            pad = " " * (indent if indent is not None else len(line) - len(line.lstrip()))
+            out.extend(pad + x for x in lines)
+            done = True
+    assert done, f"no line contains {needle!r}"
+    return "\n".join(out) + "\n"
+
+
+def price(program: Program, sizes: dict, task=GEMM, backend=None):
+    m = (backend or ModelBackend(H200)).measure(task.bind(program, sizes), sizes, task)
+    assert m.ok, m.error
+    return m
+
+
+def assert_same_price(gamed: Program, clean: Program, sizes: dict, task=GEMM,
+                      tolerance: float = 0.05) -> None:
+    a, b = price(gamed, sizes, task), price(clean, sizes, task)
+    assert abs(a.ms / b.ms - 1) <= tolerance, (a.ms, b.ms, a.details, b.details)
+
+
+FMA_GEMM = '''
+from argus_env import dsl as A
+
+
+@A.kernel(num_warps=8)
+def gemm(
+    a: A.Tensor[A.bf16, "M", "K"],
+    b: A.Tensor[A.bf16, "K", "N"],
+    c: A.Tensor[A.bf16, "M", "N"],
+    BM: A.const = 16,
+    BN: A.const = 16,
+    BK: A.const = 16,
+):
+    A.grid(A.cdiv(M, BM), A.cdiv(N, BN))
+    pid_m = A.program_id(0)
+    pid_n = A.program_id(1)
+    rows = pid_m * BM + A.arange(BM)
+    cols = pid_n * BN + A.arange(BN)
+    acc = A.zeros((BM, BN), A.f32)
+    for k in A.range(0, K, BK):
+        ks = k + A.arange(BK)
+        a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)
+        b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)
+        acc = A.dot(a_tile, b_tile, acc, mma=A.fma)
+    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))
+'''
+
+# a 128x256x64 TMA wgmma product in a loop that never runs (and whose value is never stored)
+DECOY = ("big = A.zeros((128, 256), A.f32)",
+         "for j in A.range(0, 0, 64):",
+         "    js = j + A.arange(64)",
+         "    big = A.dot(A.load(a[pid_m * 128 + A.arange(128), js], tma=True),",
+         "                A.load(b[js, pid_n * 256 + A.arange(256)], tma=True), big,",
+         "                mma=A.wgmma)")
+
+
+def test_zero_trip_decoy_loop_is_not_the_main_dot():
+    clean = Program.from_text(FMA_GEMM)
+    gamed = Program.from_text(add_after(FMA_GEMM, "acc = A.dot(", *DECOY))
+    assert gamed.hash != clean.hash
+    assert price(clean, SQUARE).tflops <= H200.profile.fp32_tflops * (1 + 1e-9)
+    assert_same_price(gamed, clean, SQUARE)
+
+
+def test_program_without_a_dot_is_cuda_core_work():
+    text = FMA_GEMM.replace("acc = A.dot(a_tile, b_tile, acc, mma=A.fma)",
+                            "acc = acc + a_tile * b_tile")
+    m = price(Program.from_text(text), SQUARE)
+    assert m.ms > 0
+    assert m.tflops <= H200.profile.fp32_tflops * (1 + 1e-9), m.details
+    # the same program with a CUDA-core dot costs no more than one without
+    fma = price(Program.from_text(FMA_GEMM), SQUARE)
+    assert m.ms >= fma.ms * 0.95
+
+
+def test_unused_group_m_constant_is_not_a_tile_order():
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(add_after(base.text, "BK: A.const", "GROUP_M: A.const = 8,"))
+    assert gamed.kernel.consts["GROUP_M"] == 8
+    assert_same_price(gamed, base, SQUARE)
+
+
+def test_group_m_used_outside_the_addresses_is_not_a_tile_order():
+    base = GEMM.program("baseline")
+    text = add_after(base.text, "BK: A.const", "GROUP_M: A.const = 8,")
+    text = add_after(text, "for k in A.range", "spin = GROUP_M * k", indent=8)
+    assert_same_price(Program.from_text(text), base, SQUARE)
+
+
+def test_num_sms_in_the_grid_without_a_tile_loop_is_not_persistent():
+    base = GEMM.program("baseline")
+    text = base.text.replace("A.grid(A.cdiv(M, BM), A.cdiv(N, BN))",
+                             "A.grid(A.minimum(A.num_sms() * 4096, A.cdiv(M, BM)), A.cdiv(N, BN))")
+    assert "num_sms" in text
+    assert_same_price(Program.from_text(text), base, SQUARE)
+
+
+def _split_key_loop(text: str) -> str:
+    """The baseline's key loop as two loops over halves of the keys: the same work, two
+    innermost loops holding dots, no bound that follows the causal diagonal."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if "for start in A.range(0, SK, BN)" in x)
+    end = next(i for i in range(start + 1, len(lines))
+               if lines[i].strip() and not lines[i].startswith(" " * 8))
+    body = lines[start + 1:end]
+    pad = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+    first = [pad + "half = SK // (2 * BN) * BN", pad + "for start in A.range(0, half, BN):"]
+    second = [pad + "for start in A.range(half, SK, BN):"]
+    return "\n".join(lines[:start] + first + body + second + body + lines[end:]) + "\n"
+
+
+def test_two_key_loops_without_a_diagonal_bound_skip_nothing():
+    base = ATTENTION.program("baseline")
+    gamed = Program.from_text(_split_key_loop(base.text))
+    assert gamed.text.count("A.range(") == 2
+    assert_same_price(gamed, base, CAUSAL, ATTENTION)
+
+
+def test_exp2_off_the_softmax_path_is_not_exp2():
+    base = ATTENTION.program("baseline")
+    gamed = Program.from_text(add_after(base.text, "p = A.exp(", "unused = A.exp2(s)"))
+    assert_same_price(gamed, base, D64, ATTENTION, tolerance=0.01)
+
+
+def test_exp2_in_a_branch_that_never_runs_is_not_exp2():
+    base = ATTENTION.program("baseline")
+    gamed = Program.from_text(add_after(base.text, "p = A.exp(", "if CAUSAL == 7:",
+                                        "    p = A.exp2(s - m_new[:, None])"))
+    assert_same_price(gamed, base, D64, ATTENTION, tolerance=0.01)
+
+
+def _table_hit(program: Program, sizes: dict, task=GEMM):
+    return TableBackend(H200).measure(task.bind(program, sizes), sizes, task)
+
+
+def test_dead_statements_and_docstring_keep_the_table_price():
+    expert = GEMM.space.program(GEMM.space.baseline())   # a program the table recorded
+    recorded = _table_hit(expert, SQUARE)
+    assert recorded.backend == "table" and not recorded.details.get("table_miss")
+    text = add_after(expert.text, "pid_n = A.program_id(1)", "spare = A.cdiv(M, 7) * BK")
+    text = add_after(text, "acc = A.zeros(", "junk = A.zeros((BM, BN), A.f32)",
+                     "for j in A.range(0, 0, 1):", "    junk = junk + 1.0")
+    gamed = Program.from_text(text)
+    gamed = Program(dataclasses.replace(gamed.kernel, doc="Another description."))
+    assert gamed.hash != expert.hash
+    m = _table_hit(gamed, SQUARE)
+    assert m.backend == "table" and not m.details.get("table_miss"), m.details
+    assert m.ms == recorded.ms
+
+
+def _recorded_failure(task=GEMM):
+    """A row of the task's tables the GPU failed, with the program it was recorded for."""
+    recover = _Recovery(task)
+    for path in table_paths(task):
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row["ok"] == "True":
+                    continue
+                config = recover(row)
+                if config is None:
+                    continue
+                sizes = {d: int(row[d]) for d in task.size_names()}
+                program = task.bind(task.space.program(config), sizes)
+                if program.hash == row["program_hash"]:
+                    return row, program, sizes
+    pytest.fail("no recorded failure whose program is recovered")
+
+
+def test_a_recorded_gpu_failure_is_inherited_through_dead_code():
+    row, program, sizes = _recorded_failure()
+    assert not _table_hit(program, sizes).ok
+    text = add_after(program.text, "acc = A.zeros(", "junk = A.cdiv(M, 3)")
+    gamed = Program(dataclasses.replace(Program.from_text(text).kernel, doc="Fast."))
+    assert gamed.hash != program.hash
+    m = _table_hit(gamed, sizes)
+    assert not m.ok and m.error.startswith("recorded on the GPU"), (m.ok, m.error, m.details)
