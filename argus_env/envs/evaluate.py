@@ -115,9 +115,11 @@ class Evaluator:
             raise ValueError(f"numerics_workers must be a positive number of processes, got "
                              f"{numerics_workers!r}")
         self.numerics_workers = numerics_workers if worker is None else 1
-        # the first reduced shape's numerics run beside the check (the shared workers only:
-        # a worker given by the caller is asked exactly as before, after the check)
-        self.speculate = worker is None
+        # whether the first reduced shape's numerics run beside the check: True, False, or
+        # "auto" (when a core is idle: on 2 cores loaded by other work the worker slows
+        # the check more than it saves). The shared workers only: a worker given by the
+        # caller is asked exactly as before, after the check
+        self.speculate = "auto" if worker is None else False
         self._worker = worker
         self._shared = False  # whether `_worker` is the process's shared worker, counted
         self._more: list = []  # further shared workers, for reduced shapes side by side
@@ -235,7 +237,7 @@ class Evaluator:
         program, sizes = an.program, an.sizes
         ts = time.perf_counter()
         spec = self._speculate(an, deadline) \
-            if self.correctness == "interpreter" and self.speculate else None
+            if self.correctness == "interpreter" and self._overlap() else None
         t0 = time.perf_counter()
         try:
             report = check_program(program, sizes, an.task_view, deadline=deadline,
@@ -313,6 +315,13 @@ class Evaluator:
         shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes)
         return shapes, ("numerics", an.numerics_key,
                         tuple(tuple(sorted(s.items())) for s in shapes))
+
+    def _overlap(self) -> bool:
+        """Whether this step's numerics start beside its check (`speculate`)."""
+        if self.speculate != "auto":
+            return bool(self.speculate)
+        cores = os.cpu_count() or 1
+        return cores > 1 and os.getloadavg()[0] <= cores - 1
 
     def _speculate(self, an: Analysis, step_deadline: float | None) -> "_Speculation | None":
         """The first reduced shape's numerical check, started in the first worker before
