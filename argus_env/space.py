@@ -28,6 +28,7 @@ The context `ctx` of a precondition holds `sizes` (the episode's shape) and `tar
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import difflib
 import itertools
@@ -70,6 +71,8 @@ class Transform:
 
 
 SPECIAL = ("undo", "submit")
+#: configurations whose programs a space remembers (`TaskSpace.program`)
+PROGRAMS_KEPT = 1024
 
 
 # ---------------------------------------------------------------- toolkit
@@ -195,11 +198,20 @@ class TaskSpace:
 
     # ------------------------------------------------------------ derived
     def program(self, config) -> Program:
-        """The program of `config` (memoised: configurations are hashable)."""
-        cache = self.__dict__.setdefault("_programs", {})
-        if config not in cache:
-            cache[config] = Program.from_text(self.render(config), filename="<transformed>")
-        return cache[config]
+        """The program of `config`, remembered for the `PROGRAMS_KEPT` configurations used
+        last (configurations are hashable; the space owns the cache)."""
+        cache = self.__dict__.get("_programs")
+        if cache is None:
+            cache = self.__dict__["_programs"] = collections.OrderedDict()
+        program = cache.get(config)
+        if program is None:
+            program = Program.from_text(self.render(config), filename="<transformed>")
+            cache[config] = program
+            while len(cache) > PROGRAMS_KEPT:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(config)
+        return program
 
     def catalog(self) -> list[tuple[str, Any]]:
         """Every discrete action: (transform, value) pairs, then undo and submit."""

@@ -69,7 +69,8 @@ def available_profiles(directory: Path | None = None) -> list[str]:
     return sorted(p.stem for p in _hardware_dir(directory).glob("*.yaml"))
 
 
-@lru_cache(maxsize=None)
+# a read-only view of a shipped profile file, keyed by its path: a frozen profile, bounded
+@lru_cache(maxsize=32)
 def _load(path: Path) -> HardwareProfile:
     import yaml
     data = yaml.safe_load(path.read_text()) or {}
@@ -175,7 +176,9 @@ class Target:
         return None
 
 
-@lru_cache(maxsize=None)
+# one frozen Target per profile file (name and folder), so that envs built for one
+# hardware share it; bounded like the profiles it is made from
+@lru_cache(maxsize=32)
 def _target(name: str, directory: Path | None) -> Target:
     return Target.from_profile(load_profile(name, directory))
 

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from ..dsl.program import Program
 from ..target import HardwareProfile, Target
@@ -69,6 +71,7 @@ def recorded_anchor(task, sizes: dict, gpu: str = "h200") -> float | None:
     return data.get(key)
 
 
+# a read-only view (a mapping proxy) of a shipped anchors file, keyed by its path; bounded
 @lru_cache(maxsize=64)
-def _anchors(path: str) -> dict:
-    return json.loads(Path(path).read_text())["tflops"]
+def _anchors(path: str) -> Mapping:
+    return MappingProxyType(json.loads(Path(path).read_text())["tflops"])
