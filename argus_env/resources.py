@@ -30,12 +30,15 @@ class Footprint:
     stages: int                   # software-pipelining depth (operand buffers in the ring)
     stage_bytes: int              # shared memory of one stage: every tile it loads
     resident_bytes: int = 0       # shared memory held outside the ring
+    scratch_bytes: int = 0        # shared memory used once the ring is free (an
+                                  # epilogue's layout conversion): the larger of the two
     fp32_values: int = 0          # fp32 elements live across the loop, the whole program's
     register_overhead: int = REGISTER_OVERHEAD
     stage_text: str = ""          # "64x32 + 32x64"
     dtype_text: str = ""          # the operands' element type, "bf16"
     resident_text: str = ""       # "64x64 output staging"
     values_text: str = ""         # "the 64x64 fp32 accumulator"
+    scratch_text: str = ""        # "64x64 bf16 atomic-add conversion"
 
     def __post_init__(self):
         if self.num_warps < 1 or self.stages < 1:
@@ -61,9 +64,11 @@ def dot_footprint(block_m: int, block_n: int, block_k: int, num_warps: int, stag
 
 
 def shared_memory_bytes(fp: Footprint) -> int:
-    """Shared memory one program allocates: the operand ring, what it holds outside the
-    ring, and an mbarrier per stage."""
-    return fp.stages * fp.stage_bytes + fp.resident_bytes + BARRIER_BYTES_PER_STAGE * fp.stages
+    """Shared memory one program allocates: the operand ring with an mbarrier per stage,
+    or the scratch used after the loop where that is larger (the compiler reuses the
+    ring's memory), plus what it holds outside the ring."""
+    ring = fp.stages * fp.stage_bytes + BARRIER_BYTES_PER_STAGE * fp.stages
+    return max(ring, fp.scratch_bytes) + fp.resident_bytes
 
 
 def registers_per_thread(fp: Footprint) -> int:
@@ -85,7 +90,13 @@ def limits(fp: Footprint, target: Target) -> list[str]:
     """Why `fp` cannot run on `target`, one sentence per limit it exceeds (empty: it fits)."""
     reasons = []
     smem = shared_memory_bytes(fp)
-    if smem > target.smem_per_block:
+    ring = fp.stages * fp.stage_bytes + BARRIER_BYTES_PER_STAGE * fp.stages
+    if smem > target.smem_per_block and fp.scratch_bytes > ring:
+        reasons.append(f"shared memory: {fp.scratch_text or f'{fp.scratch_bytes} B scratch'}"
+                       + (f" + {fp.resident_text or f'{fp.resident_bytes} B'}"
+                          if fp.resident_bytes else "")
+                       + f" = {smem} B > {target.smem_per_block} B per block on {target.name}")
+    elif smem > target.smem_per_block:
         parts = [f"{fp.stages} stages x ({fp.stage_text}) {fp.dtype_text}".rstrip()
                  if fp.stage_text else f"{fp.stages} stages x {fp.stage_bytes} B"]
         if fp.resident_bytes:

@@ -11,7 +11,8 @@ whose bound constants agree share their programs. Each program is compiled ahead
 for the target's compute capability by `--jobs` non-interpreting worker processes (op
 "compile"); one row per program goes to `tasks/<task>/compile_sm<arch>.csv` (or under
 `--out`), with the compiler's figures and provenance (Triton version, commit, date,
-machine). A run resumes: programs already in the table are not compiled again.
+machine). A run resumes: programs already in the table are not compiled again; a run over every
+program that leaves none missing marks the table complete (its first line).
 
 The summary (stdout, and `--summary FILE` as JSON) counts the programs, failures and
 kernels over the target's limits, the per-compile time, and the shared-memory estimate
@@ -37,8 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from argus_env.dsl.program import Program  # noqa: E402
-from argus_env.measure.legality import (COLUMNS, binding, compile_key, fit_reason,  # noqa: E402
-                                        read_table, table_path, triton_version)
+from argus_env.measure.legality import (COLUMNS, COMPLETE_MARK, binding,  # noqa: E402
+                                        compile_key, fit_reason, read_table, table_complete,
+                                        table_path, triton_version)
 from argus_env.target import load_target  # noqa: E402
 from argus_env.task import KNOWN_TASKS, get_task  # noqa: E402
 
@@ -181,7 +183,14 @@ def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
         for t in threads:
             t.join()
     wall = time.perf_counter() - t0
-    return summarise(task, target, out, todo, seconds, wall, jobs, enum_s)
+    summary = summarise(task, target, out, todo, seconds, wall, jobs, enum_s)
+    whole = limit is None and sample is None
+    if whole and summary["all_in_table"] and not table_complete(out):
+        text = out.read_text()
+        out.write_text(f"{COMPLETE_MARK} every masked-legal configuration at every suite "
+                       f"shape ({len(todo)} programs), {summary['date']}\n" + text)
+    summary["marked_complete"] = table_complete(out)
+    return summary
 
 
 def summarise(task, target, out: Path, todo, seconds, wall, jobs, enum_s) -> dict:
@@ -195,8 +204,6 @@ def summarise(task, target, out: Path, todo, seconds, wall, jobs, enum_s) -> dic
         r = rows.get(key)
         if r is None or r["ok"] != "True":
             continue
-        c = task.space.__class__  # configurations are rebuilt from the unit's program
-        est = None
         try:
             config = _config_of(task, ctext)
             est = estimate_shared(task, ctext, program, config)
@@ -208,11 +215,10 @@ def summarise(task, target, out: Path, todo, seconds, wall, jobs, enum_s) -> dic
         got = int(r["shared_bytes"])
         if est != got:
             mismatch.append({"config": ctext, "binding": bind, "estimate": est, "compiler": got})
-        del c
     covered = sum(1 for u in todo if u[0] in rows)
     summary = {
         "task": task.name, "target": target.name, "arch": target.arch, "table": str(out),
-        "programs": len(todo), "in_table": covered, "complete": covered == len(todo),
+        "programs": len(todo), "in_table": covered, "all_in_table": covered == len(todo),
         "compile_failures": len(failed), "over_limits": len(over),
         "failure_examples": [(r["config"], r["error"][:200]) for r in failed[:5]],
         "over_limit_examples": [(r["config"], fit_reason(r, target)) for r in over[:5]],

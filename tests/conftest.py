@@ -12,4 +12,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 # CPU tests run kernels under the interpreter, which must be chosen before triton is
 # imported (its library functions are decorated at import time)
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# environments built here take no compile verdicts unless a test asks for them
+# (tests/lower/test_legality.py): a step's ahead-of-time compile costs about a second
+os.environ.setdefault("ARGUS_LEGALITY", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

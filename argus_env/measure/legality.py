@@ -175,6 +175,19 @@ def read_table(path: Path) -> dict[str, dict]:
             line for line in f if not line.startswith("#"))}
 
 
+COMPLETE_MARK = "# complete:"
+
+
+def table_complete(path: Path) -> bool:
+    """Whether the sweep that wrote the table compiled every masked-legal configuration
+    at every suite shape (its first line says so)."""
+    try:
+        with open(path) as f:
+            return f.readline().startswith(COMPLETE_MARK)
+    except OSError:
+        return False
+
+
 def cache_dir() -> Path:
     root = os.environ.get("ARGUS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                           "argus")
@@ -370,10 +383,67 @@ class Legality:
                 _release_worker()
 
 
+# ---------------------------------------------------------------- the masks
+_CONFIG_ROWS: dict = {}    # (task, arch) -> {(configuration text, binding): row}
+_BINDINGS: dict = {}       # (task, sizes) -> the binding string at those sizes
+_MASK_LOCK = threading.Lock()
+
+
+def config_rows(task_name: str, target: Target) -> dict:
+    """The task's committed compile table for the target's architecture, by
+    (configuration text, binding), keeping only rows of the installed Triton."""
+    target = as_target(target)
+    key = (task_name, target.arch)
+    with _MASK_LOCK:
+        if key not in _CONFIG_ROWS:
+            from ..task import get_task
+            version = triton_version()
+            rows = read_table(table_path(get_task(task_name), target))
+            _CONFIG_ROWS[key] = {(r["config"], r["binding"]): r for r in rows.values()
+                                 if r.get("config") and r.get("triton") == version}
+        return _CONFIG_ROWS[key]
+
+
+def shape_binding(task_name: str, sizes: dict) -> str | None:
+    """The constants `Task.bind` sets at `sizes`, as the compile tables name them (the
+    baseline program's binding: shapes with one binding compile the same programs), or
+    None when the sizes are not a shape of the task."""
+    key = (task_name, tuple(sorted(sizes.items())))
+    if key not in _BINDINGS:
+        from ..task import get_task
+        task = get_task(task_name)
+        base = task.space.program(task.space.baseline())
+        try:
+            _BINDINGS[key] = binding(task.bind(base, sizes), base)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            _BINDINGS[key] = None
+    return _BINDINGS[key]
+
+
+def table_reason(task_name: str, config, ctx: dict) -> str | None:
+    """Why the committed compile table says `config` cannot run at the context's shape
+    on its target (the compiler rejected it, or its kernel exceeds the target's
+    limits), or None: legal there, or not in the table (the estimates decide)."""
+    from ..space import target_of
+    target = target_of(ctx)
+    rows = config_rows(task_name, target)
+    if not rows:
+        return None
+    bind = shape_binding(task_name, ctx.get("sizes") or {})
+    row = rows.get((repr(config), bind)) if bind is not None else None
+    if row is None:
+        return None
+    v = verdict_of(row, target, "table")
+    return None if v.ok else v.message
+
+
 def make_legality(task, target: Target, spec) -> Legality | None:
     """The evaluator's legality stage from its `legality` argument: True (the task's
-    table, the disk cache), False/None (no compile verdicts), or a `Legality`."""
+    table, the disk cache; none when the environment variable ARGUS_LEGALITY is 0, as
+    the CPU test suite sets it), False/None (no compile verdicts), or a `Legality`."""
     if spec is True:
+        if os.environ.get("ARGUS_LEGALITY", "1").strip().lower() in ("0", "off", "false"):
+            return None
         return Legality(task, target)
     if spec is False or spec is None:
         return None
@@ -400,6 +470,7 @@ def with_verdict(measurement, verdict: Verdict):
                                                      "legality": verdict.to_dict()})
 
 
-__all__ = ["Legality", "Verdict", "make_legality", "failed_measurement", "with_verdict", "LegalityUnavailable", "compile_key", "binding",
+__all__ = ["Legality", "Verdict", "make_legality", "table_reason", "config_rows",
+           "shape_binding", "failed_measurement", "with_verdict", "LegalityUnavailable", "compile_key", "binding",
            "fit_reason", "verdict_of", "read_table", "table_path", "cache_dir", "COLUMNS",
-           "compiler_reason", "triton_version"]
+           "compiler_reason", "triton_version", "table_complete"]

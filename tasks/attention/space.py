@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from argus_env.measure.legality import table_reason
 from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
 
 from .model import DEFAULT_STAGES, footprint
@@ -225,7 +226,7 @@ def hardware_reason(c: AttentionConfig, ctx: dict) -> str | None:
         return target.tma_reason({"q": d * 2})
     if c.warp_specialize and target.warp_specialization_reason():
         return target.warp_specialization_reason()
-    return None
+    return table_reason("attention", c, ctx)  # the compiler's verdict, where the table has it
 
 
 def _resources(c: AttentionConfig, ctx: dict) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from argus_env.measure.features import TRITON_DEFAULT_STAGES
+from argus_env.measure.legality import table_reason
 from argus_env.resources import Footprint, dot_footprint
 from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
 
@@ -165,13 +166,21 @@ def _subtiled(c: GemmConfig) -> list[str]:
 # ---------------------------------------------------------------- preconditions
 def footprint(c: GemmConfig) -> Footprint:
     """One program's shared memory and registers: the A/B ring, the fp32 accumulators
-    (two half-width ones when subtiled) and the TMA-store staging of the output tile."""
-    staged = c.tma and not (c.split_k > 1 and c.combine == "atomic")
+    (two half-width ones when subtiled), the TMA-store staging of the output tile, and
+    for atomic adds the bf16 output tile's layout conversion, made in shared memory
+    after the loop (Triton 3.9 for sm_90: 32,768 B for 256x64, above a 3-stage ring of
+    30,744 B)."""
+    atomic = c.split_k > 1 and c.combine == "atomic"
+    staged = c.tma and not atomic
     halves = c.subtile if c.subtile > 1 else 1
-    return dot_footprint(c.block_m, c.block_n // halves, c.block_k, c.num_warps,
-                         c.stages or TRITON_DEFAULT_STAGES, halves, 2,
-                         c.block_m * c.block_n * 2 if staged else 0,
-                         f"{c.block_m}x{c.block_n} output staging" if staged else "")
+    fp = dot_footprint(c.block_m, c.block_n // halves, c.block_k, c.num_warps,
+                       c.stages or TRITON_DEFAULT_STAGES, halves, 2,
+                       c.block_m * c.block_n * 2 if staged else 0,
+                       f"{c.block_m}x{c.block_n} output staging" if staged else "")
+    if not atomic:
+        return fp
+    return replace(fp, scratch_bytes=c.block_m * c.block_n * 2,
+                   scratch_text=f"the {c.block_m}x{c.block_n} bf16 atomic-add layout conversion")
 
 
 def structure_reason(c: GemmConfig, ctx: dict) -> str | None:
@@ -210,7 +219,7 @@ def hardware_reason(c: GemmConfig, ctx: dict) -> str | None:
         return reason
     if c.block_m < 16 * c.num_warps // 4 or c.block_m * c.block_n < 32 * c.num_warps * 4:
         return f"{c.num_warps} warps need a larger tile than {c.block_m}x{c.block_n}"
-    return None
+    return table_reason("gemm", c, ctx)  # the compiler's verdict, where the table has it
 
 
 def _legal(c: GemmConfig, ctx: dict) -> str | None:

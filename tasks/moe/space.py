@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from argus_env.measure.legality import table_reason
 from argus_env.resources import Footprint, dot_footprint
 from argus_env.space import TaskSpace, Transform, edit, kernel_header, resource_reason, target_of
 
@@ -252,9 +253,9 @@ def hardware_reason(c: MoEConfig, ctx: dict) -> str | None:
     reason = resource_reason(footprint(c), ctx)
     if reason:
         return reason
-    if c.tma:
+    if c.tma and target_of(ctx).tma_reason(tma_pitches(ctx.get("sizes") or {})):
         return target_of(ctx).tma_reason(tma_pitches(ctx.get("sizes") or {}))
-    return None
+    return table_reason("moe", c, ctx)  # the compiler's verdict, where the table has it
 
 
 def _resources(c: MoEConfig, ctx: dict) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from argus_env.measure.legality import table_reason
 from argus_env.space import TaskSpace, Transform, edit, kernel_header, target_of
 
 from .model import check, space_config
@@ -90,7 +91,8 @@ def _structure(c: RMSNormConfig, ctx: dict) -> str | None:
 
 
 def _hardware(c: RMSNormConfig, ctx: dict) -> str | None:
-    return check(space_config(c, ctx.get("sizes")), target_of(ctx))
+    return (check(space_config(c, ctx.get("sizes")), target_of(ctx))
+            or table_reason("rmsnorm", c, ctx))  # the compiler's verdict, where tabled
 
 
 def _reason(c: RMSNormConfig, ctx: dict) -> str | None:

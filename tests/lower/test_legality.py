@@ -15,8 +15,8 @@ import pytest
 from argus_env.envs.evaluate import Evaluator
 from argus_env.measure.backends import make_backend
 from argus_env.measure.legality import (COLUMNS, Legality, LegalityUnavailable, binding,
-                                        compile_key, fit_reason, read_table, table_path,
-                                        verdict_of)
+                                        compile_key, fit_reason, read_table, table_complete,
+                                        table_path, verdict_of)
 from argus_env.measure.measurement import Backend, Measurement
 from argus_env.target import load_target
 from argus_env.task import get_task
@@ -130,6 +130,7 @@ def test_the_failure_costs_the_failure_penalty(tmp_path, monkeypatch):
 
 
 def test_no_compiler_is_an_error_not_a_pass(monkeypatch):
+    monkeypatch.setenv("ARGUS_LEGALITY", "1")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "triton" else real(name, *a))
@@ -137,6 +138,18 @@ def test_no_compiler_is_an_error_not_a_pass(monkeypatch):
         Legality(GEMM, H200)
     with pytest.raises(LegalityUnavailable):
         Evaluator(GEMM, make_backend("model", H200), correctness="none")
+
+
+def test_the_evaluator_compiles_by_default(monkeypatch):
+    monkeypatch.setenv("ARGUS_LEGALITY", "1")
+    ev = Evaluator(GEMM, make_backend("model", H200), correctness="none")
+    try:
+        assert isinstance(ev.legality, Legality) and ev.legality.target == H200
+        assert ev.legality.table_file == table_path(GEMM, H200)
+    finally:
+        ev.close()
+    monkeypatch.setenv("ARGUS_LEGALITY", "0")  # the switch the CPU test suite sets
+    assert Evaluator(GEMM, make_backend("model", H200), correctness="none").legality is None
 
 
 def test_verdict_of_a_row_without_a_reason():
@@ -163,28 +176,52 @@ def _groups(task):
 
 
 def test_every_masked_legal_configuration_compiles_for_sm90():
-    """From the committed tables: every configuration the mask allows at a suite shape
-    has a row (the table is complete), and the row says it compiles and fits the H200."""
+    """From the committed tables: a configuration the mask allows at a suite shape is one
+    whose row says it compiles and fits the H200 (a failing row is masked at every shape
+    of its binding), and a table marked complete has a row for every configuration the
+    mask allows at every suite shape."""
     tables = list(_tables())
     if not tables:
         pytest.skip("no committed compile table (benchmarks/compile_sweep.py writes them)")
     for task, rows in tables:
-        by_config = {(r["config"], r["binding"]): r for r in rows.values()}
-        configs = list(task.space.configurations())
-        missing, bad = [], []
-        for bind, shapes in _groups(task).items():
-            for sizes in shapes:
+        configs = {repr(c): c for c in task.space.configurations()}
+        groups = _groups(task)
+        allowed_bad, checked = [], 0
+        for r in rows.values():
+            c = configs[r["config"]]
+            for sizes in groups[r["binding"]]:
                 ctx = {"sizes": sizes, "target": H200}
-                for c in task.space.legal_configurations(configs, ctx):
-                    r = by_config.get((repr(c), bind))
-                    if r is None:
-                        missing.append((repr(c), bind))
-                    elif not verdict_of(r, H200, "table").ok:
-                        bad.append((repr(c), sizes, r["error"][:80] or fit_reason(r, H200)))
-        assert not bad, f"{task.name}: {len(bad)} masked-legal configurations do not " \
-            f"compile for sm_90, e.g. {bad[:3]}"
-        assert not missing, f"{task.name}: the table lacks {len(missing)} masked-legal " \
-            f"configurations, e.g. {missing[:2]}"
+                legal = task.space.config_reason(c, ctx) is None
+                checked += legal
+                if legal and not verdict_of(r, H200, "table").ok:
+                    allowed_bad.append((r["config"], sizes, r["error"][:80] or fit_reason(r, H200)))
+        assert not allowed_bad, f"{task.name}: the mask allows {len(allowed_bad)} " \
+            f"configurations that do not compile for sm_90, e.g. {allowed_bad[:3]}"
+        if not table_complete(table_path(task, H200)):
+            continue
+        by_config = {(r["config"], r["binding"]) for r in rows.values()}
+        missing = [(repr(c), bind) for bind, shapes in groups.items() for sizes in shapes
+                   for c in task.space.legal_configurations(list(configs.values()),
+                                                            {"sizes": sizes, "target": H200})
+                   if (repr(c), bind) not in by_config]
+        assert not missing, f"{task.name}: the complete table lacks {len(missing)} " \
+            f"masked-legal configurations, e.g. {missing[:2]}"
+
+
+def test_the_mask_refuses_what_the_table_says_does_not_compile(tmp_path, monkeypatch):
+    """A configuration the estimates allow is masked once the compile table says it
+    fails, at the shapes of the row's binding only."""
+    import argus_env.measure.legality as L
+    from argus_env.tasks.gemm.space import BASELINE
+    ctx = {"sizes": dict(GEMM.shapes[0].sizes), "target": H200}
+    c = dataclasses.replace(BASELINE, stages=3)
+    assert GEMM.space.config_reason(c, ctx) is None
+    monkeypatch.setitem(L._CONFIG_ROWS, ("gemm", 90), {(repr(c), ""): {
+        "ok": "False", "error": "PassManager::run failed", "triton": L.triton_version()}})
+    reason = GEMM.space.config_reason(c, ctx)
+    assert reason and "does not compile for h200: PassManager::run failed" in reason
+    assert GEMM.space.why_illegal(BASELINE, "stages", 3, ctx) == reason
+    assert GEMM.space.config_reason(dataclasses.replace(c, stages=4), ctx) is None
 
 
 @pytest.mark.slow
