@@ -16,7 +16,10 @@ core tag_conflict of T.
 
 from __future__ import annotations
 
-import z3
+try:  # the rules run inside the checker, which needs z3; the task also runs without it
+    import z3
+except ImportError:  # pragma: no cover - a machine that only measures
+    z3 = None
 
 from argus_env.check.pack import InvariantClass, InvariantPack, register_pack
 
