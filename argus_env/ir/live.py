@@ -397,6 +397,91 @@ def feeds_index(kernel: ir.Kernel, name: str) -> bool:
     return name in names and "program_id" in fns
 
 
+class _Unknown(Exception):
+    pass
+
+
+def _first_elements(kernel: ir.Kernel, env: dict, position: int) -> tuple:
+    """The first element each store index addresses in the program (or first tile) at
+    grid `position`, evaluated on integers: `arange` starts at 0, a loop over tiles that
+    starts at the program's position is at its first trip. Raises _Unknown for anything
+    else (a loaded value, a name defined twice)."""
+    defs = _definitions(kernel)
+    memo: dict = {}
+
+    def ev(e):
+        if isinstance(e, ir.Const) and isinstance(e.value, int):
+            return e.value
+        if isinstance(e, ir.Name):
+            if e.id in env:
+                return env[e.id]
+            if e.id not in memo:
+                d = defs.get(e.id, [])
+                if len(d) != 1:
+                    raise _Unknown(e.id)
+                memo[e.id] = ev(d[0])
+            return memo[e.id]
+        if isinstance(e, ir.BinOp) and e.op in ("+", "-", "*", "//", "%"):
+            a, b = ev(e.lhs), ev(e.rhs)
+            if e.op in ("//", "%") and b == 0:
+                raise _Unknown("division by zero")
+            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0,
+                    "%": a % b if b else 0}[e.op]
+        if isinstance(e, ir.Subscript) and not isinstance(e.base, ir.Name) or \
+                isinstance(e, ir.Subscript) and e.base.id not in {p.name for p in kernel.tensors}:
+            return ev(e.base)      # a tile broadcast: x[:, None]
+        if isinstance(e, ir.Call):
+            if e.fn == "arange":
+                return 0
+            if e.fn == "program_id":
+                return position if _axis_of(e) == 0 else 0
+            if e.fn in ("range",):
+                start = _range_args(e)[0]
+                if "program_id" in {n.fn for n in walk(start) if isinstance(n, ir.Call)}:
+                    return ev(start)
+                raise _Unknown("a loop not over tiles")
+            if e.fn in ("cdiv", "minimum", "maximum"):
+                a, b = ev(e.arg("a")), ev(e.arg("b"))
+                if e.fn == "cdiv":
+                    if not b:
+                        raise _Unknown("division by zero")
+                    return -(-a // b)
+                return min(a, b) if e.fn == "minimum" else max(a, b)
+        raise _Unknown(type(e).__name__)
+
+    out = []
+    for n in walk(kernel):
+        if isinstance(n, ir.Call) and n.fn in ("store", "atomic_add"):
+            ref = n.arg("ref")
+            if isinstance(ref, ir.Subscript):
+                out.append(tuple(ev(i) for i in ref.index))
+    return tuple(out)
+
+
+def _axis_of(e: ir.Call):
+    axis = e.arg("axis")
+    return axis.value if isinstance(axis, ir.Const) else None
+
+
+def order_depends_on(kernel: ir.Kernel, name: str, sizes: dict, probes: int = 64) -> bool | None:
+    """Whether the output elements the first `probes` programs (or tiles) store move when
+    constant `name` is 1 instead of its value: a tile-order remapping computed and used.
+    None when the addresses cannot be worked out on integers."""
+    consts = {p.name: p.default for p in kernel.params if p.kind == "const"}
+    if name not in consts:
+        return False
+    env = {k: v for k, v in {**consts, **sizes}.items() if isinstance(v, int)}
+    try:
+        for position in range(probes):
+            here = _first_elements(kernel, env, position)
+            plain = _first_elements(kernel, {**env, name: 1}, position)
+            if here != plain:
+                return True
+    except _Unknown:
+        return None
+    return False
+
+
 def _launches(kernel: ir.Kernel):
     """(grid call, the top-level statements it launches), per `A.grid` of the kernel."""
     grid, stmts = None, []
@@ -436,4 +521,4 @@ def depends_on_position(kernel: ir.Kernel, e) -> bool:
 
 
 __all__ = ["live_kernel", "live", "live_program", "live_key", "trips_at_most", "slice_of",
-           "feeds_index", "persistent_loop", "depends_on_position"]
+           "feeds_index", "order_depends_on", "persistent_loop", "depends_on_position"]

@@ -24,7 +24,7 @@ from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
-from ..ir.live import feeds_index, live_program, persistent_loop
+from ..ir.live import feeds_index, live_program, order_depends_on, persistent_loop
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -113,7 +113,7 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         tma_loads=bool(dot and dot["tma"]), tma_store=finder.tma_store,
         warp_specialize=finder.warp_specialize, persistent=persistent,
         grid_programs=programs, tiles=tiles_mn * split, split_k=split, atomic_output=atomic,
-        group_m=int(consts.get("GROUP_M", 1) or 1) if feeds_index(k, "GROUP_M") else 1,
+        group_m=_group_m(k, sizes),
         kmajor_b=kmajor,
         operand_bytes=dot["bytes"] if dot else 2,
         output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
@@ -179,6 +179,17 @@ class _MainDot:
             self.best = info
         elif depth == self.best["depth"] and loop is self.best["loop"]:
             self.best["count"] += 1
+
+
+def _group_m(kernel: ir.Kernel, sizes: dict) -> int:
+    """The grouped tile order's GROUP_M: where it moves the tiles the first programs
+    store (worked out on integers), or else shapes the addresses with the program's
+    position; 1 (row-major) otherwise."""
+    value = int(kernel.consts.get("GROUP_M", 1) or 1)
+    if value == 1 or not feeds_index(kernel, "GROUP_M"):
+        return 1
+    moves = order_depends_on(kernel, "GROUP_M", sizes)
+    return value if moves is None or moves else 1
 
 
 def _tensor(call: ir.Call) -> str | None:

@@ -123,6 +123,22 @@ def test_group_m_used_outside_the_addresses_is_not_a_tile_order():
     assert_same_price(Program.from_text(text), base, SQUARE)
 
 
+def test_group_m_in_the_addresses_that_moves_no_tile_is_not_a_tile_order():
+    base = GEMM.program("baseline")
+    text = add_after(base.text, "BK: A.const", "GROUP_M: A.const = 8,")
+    text = text.replace("rows = pid_m * BM + A.arange(BM)",
+                        "rows = pid_m * BM + A.arange(BM) + GROUP_M * 0")
+    assert "GROUP_M * 0" in text
+    assert_same_price(Program.from_text(text), base, SQUARE)
+
+
+def test_grouped_tile_order_of_the_space_is_still_read():
+    grouped = dataclasses.replace(GEMM.space.baseline(), group_m=8)
+    a, b = price(GEMM.space.program(grouped), SQUARE), price(GEMM.program("baseline"), SQUARE)
+    assert a.details["config"].split("group_m=")[1].startswith("8"), a.details["config"]
+    assert b.details["config"].split("group_m=")[1].startswith("1")
+
+
 def test_num_sms_in_the_grid_without_a_tile_loop_is_not_persistent():
     base = GEMM.program("baseline")
     text = base.text.replace("A.grid(A.cdiv(M, BM), A.cdiv(N, BN))",
