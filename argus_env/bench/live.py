@@ -89,7 +89,7 @@ def read_live(path: Path, into: LiveFigures | None = None) -> LiveFigures:
         if key in out.figures and out.figures[key] != fig:
             raise ValueError(f"{path}: two figures for {key}")
         out.figures[key] = fig
-    out.sources.append({"file": str(path.relative_to(ROOT)) if path.resolve().is_relative_to(ROOT)
+    out.sources.append({"file": str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT)
                         else str(path), "hardware": data["hardware"],
                         "provenance": data.get("provenance") or {}})
     return out
