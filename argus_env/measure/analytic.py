@@ -20,6 +20,7 @@ from ..ir.live import live_key, live_program
 from ..ir.rewrite import walk
 from ..target import Target, as_target
 from .features import KernelFeatures, extract
+from .learned import expected_error
 from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
 
@@ -68,13 +69,26 @@ class ModelBackend(Backend):
             return Measurement("model", ok, own["ms"], own["tflops"], self.anchor(task, sizes, f),
                                self.roofline(f), error, details={"bound": own.get("bound"),
                                                           "profile": self.profile.name,
-                                                          "config": str(own.get("features"))})
+                                                          "config": str(own.get("features")),
+                                                          **self.estimate_note(task)})
         est = estimate(f, self.target)
         m = Measurement("model", est.legal, est.ms, est.tflops, self.anchor(task, sizes, f),
                         self.roofline(f), "; ".join(est.reasons),
                         {"bound": est.bound, "breakdown": est.breakdown,
-                         "profile": self.profile.name, "config": f.key()})
+                         "profile": self.profile.name, "config": f.key(),
+                         **self.estimate_note(task)})
         return m
+
+    def estimate_note(self, task) -> dict:
+        """What every model-priced figure carries: that it is an estimate, and the model's
+        error as measured against the GPU tables of this hardware (median and 90th
+        percentile |log(model / measured)|, within-shape Spearman; `None` with a reason
+        where no GPU of this kind was recorded for the task)."""
+        err = expected_error(task, self.profile.name.lower())
+        return {"estimate": True, "expected_error": err if err is not None else {
+            "median_abs_log_error": None, "p90_abs_log_error": None,
+            "note": f"the model's error is not recorded for {task.name} on "
+                    f"{self.profile.name}: no GPU table of this kind was fitted"}}
 
 
 def _live_sizes(program: Program, sizes: dict, task) -> dict:

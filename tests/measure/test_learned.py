@@ -82,3 +82,33 @@ def test_every_task_carries_its_recorded_model_error(name):
     assert 0 <= err["median_abs_log_error"] <= err["p90_abs_log_error"]
     assert err["programs"] >= 10 and err["source"].endswith("model_error_h200.json")
     assert learned.expected_error(get_task(name), "a100") is None  # nothing recorded there
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_model_priced_figure_says_it_is_an_estimate_with_its_error(name):
+    """A figure the model prices carries `estimate` and the recorded error; a figure the
+    table recorded on the GPU carries neither; a table miss is model-priced and says so."""
+    from argus_env.measure.analytic import ModelBackend, TableBackend
+    task = get_task(name)
+    program = task.program("baseline")
+    sizes = dict(task.shapes[0].sizes)
+    m = ModelBackend("h200").measure(program, sizes, task)
+    assert m.details["estimate"] is True
+    assert m.details["expected_error"] == learned.expected_error(task, "h200")
+    other = ModelBackend("a100").measure(program, sizes, task)
+    assert other.details["estimate"] is True
+    assert other.details["expected_error"]["median_abs_log_error"] is None
+    assert "not recorded" in other.details["expected_error"]["note"]
+    # the table: a recorded row is a measurement, a miss an estimate
+    table, hits = TableBackend("h200"), 0
+    recorded = [s for s in learned.samples(task, limit=8)[0] if s.hash_matches][:3]
+    pairs = [(c.sizes, program) for c in task.shapes] + \
+        [(s.sizes, task.bind(task.space.program(s.config), s.sizes)) for s in recorded]
+    for sizes, prog in pairs:
+        t = table.measure(prog, dict(sizes), task)
+        if t.details.get("table_miss"):
+            assert t.details["estimate"] is True and t.details["expected_error"] is not None
+        else:
+            hits += 1
+            assert "estimate" not in t.details and "expected_error" not in t.details
+    assert hits, f"{name}: no recorded row is answered by the table"
