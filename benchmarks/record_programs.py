@@ -127,8 +127,9 @@ BOARD = ROOT / "benchmarks" / "results" / "leaderboard" / "leaderboard.jsonl"
 HARDWARE = "h200"
 PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "date", "commit")
 #: measurement order: the board's submitted programs (live figures), what episodes
-#: visited, walks at the board's shapes, other walks
-PRIORITY = {"board": 0, "episode": 1, "records": 1, "walk-board": 2, "walk": 3}
+#: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
+#: other walks
+PRIORITY = {"board": 0, "episode": 1, "records": 1, "walk-board": 2, "heldout": 3, "walk": 4}
 #: seconds one program took on the H200 when the tables were recorded, per task (from the
 #: rows' timestamps: median gap between rows, compile included except for GEMM, whose
 #: recorder compiled in a pool first); the estimate of a chunk's time
@@ -157,7 +158,7 @@ class Item:
     summary: str = ""              # the table's `summary` column
     sources: list = field(default_factory=list)
     population: bool = False       # visited at a leaderboard shape (counts in coverage)
-    heldout: bool = False          # only in the held-out walks: never measured
+    heldout: bool = False          # only in the held-out walks: never in the tables
     held: bool = False             # the table backend priced it from a table at plan time
 
     @property
@@ -542,11 +543,13 @@ def is_verdict(rec: dict) -> bool:
     return not rec.get("transient") or rec.get("attempts", 1) >= 2
 
 
-def select(items: list[Item], held: set, done: dict) -> list[Item]:
+def select(items: list[Item], held: set, done: dict, heldout: bool = False) -> list[Item]:
     """What remains to measure, in priority order: programs the tables lack, and the
     board's submitted programs (whose live figure is wanted even where a table holds
-    them); never held-out walks, never what `done` has a verdict for."""
-    out = [it for it in items if not it.heldout and (it.board or it.key not in held)
+    them); held-out walks the tables lack only when `heldout` (their figures test the
+    estimates, `evaluate`, and never enter the tables); never what `done` has a verdict
+    for."""
+    out = [it for it in items if (heldout or not it.heldout) and (it.board or it.key not in held)
            and not (it.key in done and is_verdict(done[it.key]))]
     return sorted(out, key=lambda i: (i.priority, i.task, i.shape, i.program_hash))
 
@@ -778,7 +781,8 @@ def write_outputs(out_dir: Path, plan: dict, done: dict, held: set, prov: dict) 
         header = table_header(task)
         keys = recorded(done)
         rows = [table_row(items[k], r, header, prov) for k, r in sorted(done.items())
-                if r["task"] == task and k in keys and k not in held and k in items]
+                if r["task"] == task and k in keys and k not in held and k in items
+                and not items[k].heldout]
         path = out_dir / f"table_{task}_{HARDWARE}.csv"
         with path.open("w", newline="") as f:
             w = csv.DictWriter(f, header + list(PROVENANCE_COLUMNS))
@@ -836,6 +840,13 @@ def print_summary(plan: dict, done: dict, held: set, counts: dict | None, out=pr
         out(f"{task:<11}{len(mine):>8}{sum(i.key in held for i in mine):>10}{len(want):>11}"
             f"{sum(r['ok'] for r in rec):>6}{sum(not r['ok'] for r in rec):>7}{len(left):>6}"
             f"{estimate_seconds(left, 12):>12.0f}")
+    out_held = [i for i in items if "heldout" in i.sources and i.population]
+    if out_held:
+        lack = [i for i in out_held if i.key not in held]
+        timed = [done[i.key] for i in lack if i.key in done and is_verdict(done[i.key])]
+        out(f"held-out walks: {len(out_held)} programs at the board's shapes, {len(lack)} the "
+            f"tables lack, {len(timed)} of those timed ({sum(r['ok'] for r in timed)} ok); "
+            f"`evaluate` sets the estimates against them")
     lines = plan["header"]["lines"]
     figs, views = live_figures(plan, done)
     out(f"\n{'env':<20}{'lines':>6}{'live':>6}{'failed':>7}{'live/recorded median':>22}")
@@ -928,7 +939,7 @@ def cmd_measure(args) -> int:
     results = out_dir / "results.jsonl"
     done = read_results(results)
     held = held_keys({i.task for i in plan["items"]}, plan["items"])
-    todo = select(plan["items"], held, done)
+    todo = select(plan["items"], held, done, args.heldout)
     state_path = out_dir / "state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {"chunks": []}
     if state.get("plan") and state["plan"] != plan["sha256"]:
@@ -951,22 +962,24 @@ def cmd_measure(args) -> int:
     try:
         run_chunk(out_dir, measurer, prov, max_seconds=args.max_seconds,
                   warm_fn=lambda its, dl: warm(its, args.compile_workers, dl),
-                  compile_workers=args.compile_workers)
+                  compile_workers=args.compile_workers, heldout=args.heldout)
     finally:
         measurer.close()
     return 0
 
 
 def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn=None,
-              compile_workers: int = 12, clock=time.time, log=print) -> dict:
+              compile_workers: int = 12, clock=time.time, log=print,
+              heldout: bool = False) -> dict:
     """One resumable run: measure what the plan in `out_dir` still lacks with
-    `measure(item) -> answer` for at most `max_seconds`, then rewrite the outputs and the
-    state file and print the coverage and the summary. Returns the state."""
+    `measure(item) -> answer` for at most `max_seconds` (the held-out walks too when
+    `heldout`), then rewrite the outputs and the state file and print the coverage and
+    the summary. Returns the state."""
     plan = read_plan(out_dir / "plan.jsonl")
     results = out_dir / "results.jsonl"
     done = read_results(results)
     held = held_keys({i.task for i in plan["items"]}, plan["items"])
-    todo = select(plan["items"], held, done)
+    todo = select(plan["items"], held, done, heldout)
     state_path = out_dir / "state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {"chunks": []}
     started = _now()
@@ -978,7 +991,7 @@ def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn
     state["plan"] = plan["sha256"]
     state["chunks"].append({"started": started, "ended": _now(), **counts,
                             "provenance": prov, "outputs": written})
-    state.update(answered=len(done), pending=len(select(plan["items"], held, done)))
+    state.update(answered=len(done), pending=len(select(plan["items"], held, done, heldout)))
     state_path.write_text(json.dumps(state, indent=1) + "\n")
     print_coverage(coverage(plan["items"], held, recorded(done)), out=log)
     print_summary(plan, done, held, counts, out=log)
@@ -988,6 +1001,116 @@ def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn
 def recorded(done: dict) -> set:
     """Keys whose answer is a verdict a table row can hold."""
     return {k for k, r in done.items() if is_verdict(r) and not r["transient"]}
+
+
+# ====================================================================== evaluate
+def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
+    """The held-out walks as the environment prices them now, against their live figures:
+    per task, how many the env answers from the tables (a recorded run or failure), how
+    many it refuses before pricing (the compile verdict for the target), how many it
+    prices that then fail on the GPU, and, for those the cost model prices, the
+    within-shape Spearman of model against live TFLOP/s and the median |log(model/live)|.
+    Only held-out programs with a live verdict (or a table figure) count."""
+    from argus_env.dsl.program import Program
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.measure.learned import _spearman
+    from argus_env.measure.legality import LegalityUnavailable, make_legality
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    backend, target = TableBackend(HARDWARE), load_target(HARDWARE)
+    legal: dict = {}
+    rows = []
+    for it in plan["items"]:
+        if "heldout" not in it.sources or not it.population:
+            continue
+        task = get_task(it.task)
+        program = Program.from_text(it.program)
+        m = backend.measure(program, it.sizes, task)
+        rec = done.get(it.key)
+        live = rec if rec is not None and is_verdict(rec) and not rec["transient"] else None
+        if m.backend != "table" and live is None:
+            continue                       # neither a table figure nor a live one
+        verdict = "unchecked"
+        if task.name not in legal:
+            try:
+                legal[task.name] = make_legality(task, target, True)
+            except LegalityUnavailable as e:
+                legal[task.name] = None
+                log(f"legality unavailable for {task.name}: {e}")
+        if legal[task.name] is not None:
+            v = legal[task.name].verdict(program)
+            verdict = "ok" if v.ok else "refused"
+        rows.append({"task": it.task, "shape": it.shape, "program_hash": it.program_hash,
+                     "held_at_plan": it.held, "backend": m.backend, "priced_ok": bool(m.ok),
+                     "estimate_tflops": m.tflops if m.ok else None, "legality": verdict,
+                     "live_status": live["status"] if live else None,
+                     "live_tflops": live["tflops"] if live and live["ok"] else None,
+                     "live_frac_anchor": live["frac_anchor"] if live else None})
+    for lg in legal.values():
+        if lg is not None:
+            lg.close()
+    tasks = {}
+    for task in sorted({r["task"] for r in rows}):
+        mine = [r for r in rows if r["task"] == task]
+        priced = [r for r in mine if r["legality"] != "refused"]
+        model = [r for r in priced if r["backend"] != "table" and r["priced_ok"]
+                 and r["live_tflops"]]
+        by_shape: dict = {}
+        for r in model:
+            by_shape.setdefault(r["shape"], []).append(r)
+        rhos = {s: _spearman([r["estimate_tflops"] for r in rs], [r["live_tflops"] for r in rs])
+                for s, rs in by_shape.items() if len(rs) >= 3}
+        rhos = {s: rho for s, rho in rhos.items() if not math.isnan(rho)}
+        logs = sorted(abs(math.log(r["estimate_tflops"] / r["live_tflops"])) for r in model)
+        weight = sum(len(by_shape[s]) for s in rhos)
+        tasks[task] = {
+            "programs": len(mine),
+            "refused_before_pricing": len(mine) - len(priced),
+            "priced_from_tables": sum(r["backend"] == "table" for r in priced),
+            "share_from_tables": (sum(r["backend"] == "table" for r in priced) / len(priced)
+                                  if priced else None),
+            "priced_then_failed_on_gpu": sum(r["priced_ok"] and r["live_status"] not in
+                                             (None, "ok") for r in priced),
+            "model_priced_with_live": len(model),
+            "spearman_within_shape": (sum(rho * len(by_shape[s]) for s, rho in rhos.items())
+                                      / weight if weight else None),
+            "spearman_by_shape": rhos,
+            "median_abs_log_error": statistics.median(logs) if logs else None,
+            "p90_abs_log_error": logs[int(0.9 * (len(logs) - 1))] if logs else None}
+    return {"kind": "heldout-walks", "hardware": HARDWARE, "created": _now(),
+            "plan_commit": plan["header"].get("commit"), "commit": git_commit(),
+            "seed": plan["header"].get("seed", 0) + 1000,
+            "walk_steps": plan["header"].get("walk_steps"), "tasks": tasks, "rows": rows}
+
+
+def print_evaluation(ev: dict, out=print) -> None:
+    out("held-out walks at the leaderboard's shapes, priced as the env prices them now, "
+        "against the H200")
+    out(f"  {'task':<11}{'programs':>9}{'refused':>8}{'tables':>13}{'priced+failed':>14}"
+        f"{'model n':>8}{'spearman':>9}{'med|log|':>9}")
+    for task, t in ev["tasks"].items():
+        share = f"{t['priced_from_tables']} ({t['share_from_tables']:.0%})" \
+            if t["share_from_tables"] is not None else "-"
+        rho = f"{t['spearman_within_shape']:.2f}" if t["spearman_within_shape"] is not None else "-"
+        err = f"{t['median_abs_log_error']:.3f}" if t["median_abs_log_error"] is not None else "-"
+        out(f"  {task:<11}{t['programs']:>9}{t['refused_before_pricing']:>8}{share:>13}"
+            f"{t['priced_then_failed_on_gpu']:>14}{t['model_priced_with_live']:>8}{rho:>9}"
+            f"{err:>9}")
+
+
+def cmd_evaluate(args) -> int:
+    plan = read_plan(args.out / "plan.jsonl")
+    done = read_results(args.out / "results.jsonl")
+    ev = evaluate_heldout(plan, done)
+    if not ev["rows"]:
+        raise SystemExit(f"{args.out}: no held-out walk has a live figure or a table figure; "
+                         f"time them first: measure --out {args.out} --heldout")
+    print_evaluation(ev)
+    if args.to:
+        args.to.parent.mkdir(parents=True, exist_ok=True)
+        args.to.write_text(json.dumps(ev, indent=1) + "\n")
+        print(f"wrote {args.to}")
+    return 0
 
 
 def cmd_append(args) -> int:
@@ -1029,6 +1152,9 @@ def main(argv=None) -> int:
     m.add_argument("--rounds", type=int, default=2)
     m.add_argument("--rep-ms", type=int, default=20)
     m.add_argument("--timeout", type=float, default=120, help="seconds per program")
+    m.add_argument("--heldout", action="store_true",
+                   help="also time the held-out walks the tables lack (for `evaluate`; "
+                        "their figures never enter the tables)")
     m.add_argument("--dry-run", action="store_true", help="list what would be measured (CPU)")
     m.add_argument("--list", type=int, default=40, help="programs listed by --dry-run")
     m.set_defaults(fn=cmd_measure)
@@ -1037,6 +1163,11 @@ def main(argv=None) -> int:
     a.add_argument("--live-to", type=Path, default=BOARD.parent / f"live_{HARDWARE}.json",
                    help="where the board's live figures go")
     a.set_defaults(fn=cmd_append)
+    e = sub.add_parser("evaluate", help="the estimates against the held-out walks' live "
+                                        "figures (CPU; after `measure --heldout`)")
+    e.add_argument("--out", type=Path, required=True, help="the recording's folder")
+    e.add_argument("--to", type=Path, default=None, help="write the evaluation here (JSON)")
+    e.set_defaults(fn=cmd_evaluate)
     args = ap.parse_args(argv)
     namespace()
     if getattr(args, "max_seconds", 0) > 600 - END_MARGIN:

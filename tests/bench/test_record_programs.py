@@ -139,6 +139,61 @@ def test_selection_measures_what_the_tables_lack_and_every_board_program():
     assert [i.program_hash for i in got] == ["h2", "n1", "t1"]   # board first
 
 
+def test_heldout_walks_are_timed_only_when_asked_and_after_the_board_shapes_walks():
+    walk_board, heldout, walk = _item("wb"), _item("x1", heldout=True), _item("w1")
+    walk_board.sources, heldout.sources = ["walk-board"], ["heldout"]
+    held_heldout = _item("x2", heldout=True)
+    held_heldout.sources = ["heldout"]
+    items = [walk, heldout, held_heldout, walk_board]
+    assert [i.program_hash for i in RP.select(items, {held_heldout.key}, {})] == ["wb", "w1"]
+    got = RP.select(items, {held_heldout.key}, {}, heldout=True)
+    assert [i.program_hash for i in got] == ["wb", "x1", "w1"]   # a held one is not timed
+
+
+def test_heldout_figures_never_enter_the_tables_and_evaluate_the_estimates(rmsnorm_plan):
+    out, lines = rmsnorm_plan
+    plan = RP.read_plan(out / "plan.jsonl")
+    shapes = {(ln["env_id"], ln["shape"]) for ln in lines}
+    per_env = {"Argus-RMSNorm-v0": sorted({s for _, s in shapes})}
+    extra = RP.walk_items(["Argus-RMSNorm-v0"], 4, 3, seed=7, shapes=per_env, tag="heldout",
+                          board_shapes=shapes)
+    RP.mark_held(extra)
+    items = RP.Items()
+    for it in list(plan["items"]) + list(extra):
+        items.add(it)
+    plan["items"] = list(items)
+    RP.write_plan(plan, out / "plan.jsonl")
+    fresh = [i for i in items if i.heldout and not i.held]
+    assert fresh, "the walks found no program the tables lack"
+    clock, calls = [0.0], []
+
+    def measure(item):
+        calls.append(item)
+        clock[0] += 1.0
+        return _answer(item, 2 + len(calls))    # all ok, slower and slower
+    RP.run_chunk(out, measure, {"protocol": "test"}, max_seconds=RP.END_MARGIN + 100,
+                 clock=lambda: clock[0], log=lambda *a: None, heldout=True)
+    timed = {i.key for i in calls}
+    assert {i.key for i in fresh} <= timed
+    with (out / "table_rmsnorm_h200.csv").open() as f:
+        in_table = {r["program_hash"] for r in csv.DictReader(f)}
+    assert not {i.program_hash for i in fresh} & in_table       # kept out of the tables
+    assert in_table                                             # the board's programs went in
+    ev = RP.evaluate_heldout(RP.read_plan(out / "plan.jsonl"),
+                             RP.read_results(out / "results.jsonl"), log=lambda *a: None)
+    t = ev["tasks"]["rmsnorm"]
+    met = [i for i in items if "heldout" in i.sources and i.population]
+    assert t["programs"] == len(met)
+    assert t["priced_from_tables"] == sum(i.held for i in met)
+    assert t["model_priced_with_live"] == len(fresh)
+    assert t["priced_then_failed_on_gpu"] == 0
+    rows = {r["program_hash"]: r for r in ev["rows"]}
+    for i in fresh:   # the stand-in's figure, against the model's own price
+        assert rows[i.program_hash]["live_tflops"] is not None
+        assert rows[i.program_hash]["backend"] != "table"
+    json.dumps(ev, allow_nan=False)
+
+
 def test_coverage_counts_distinct_programs_at_board_shapes_before_and_after():
     a, b, c = _item("a"), _item("b"), _item("c")
     for i in (a, b, c):
