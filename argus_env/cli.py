@@ -26,9 +26,12 @@ under the Triton interpreter at small ragged shapes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -167,12 +170,17 @@ def cmd_run(args) -> int:
         job = bar.add_task("starting", total=args.budget)
 
         def progress(rec):
+            if ctrl_c.is_set():  # a Ctrl-C that some finaliser swallowed still stops the run
+                raise KeyboardInterrupt("interrupted")
             best = f"{rec.best_frac_anchor:.2f}x library" if rec.best_frac_anchor else "-"
             bar.update(job, completed=rec.steps,
                        description=f"{rec.shape}: best {best}, last {rec.action_labels[-1] if rec.action_labels else ''}")
         try:
-            record = run_agent(module, env, agent_args, progress, agent=args.agent,
-                               wandb=args.wandb)
+            with _noting_ctrl_c() as ctrl_c:
+                record = run_agent(module, env, agent_args, progress, agent=args.agent,
+                                   wandb=args.wandb)
+                if ctrl_c.is_set():
+                    raise KeyboardInterrupt("interrupted")
         finally:  # Ctrl-C too: the workers stop, and no partial record is written
             env.close()
     record.seconds = round(time.perf_counter() - t0, 2)
@@ -183,6 +191,29 @@ def cmd_run(args) -> int:
     _print_episode(console, record, Table, Panel, Syntax)
     console.print(f"episode record: {out}\nbest program: {code[0]}\nits Triton: {code[1]}")
     return 0
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c():
+    """A latch set by Ctrl-C (SIGINT) while the block runs, besides the KeyboardInterrupt
+    it raises as usual: a KeyboardInterrupt raised inside a finaliser (a z3 object's
+    `__del__` run by the garbage collector, say) is printed and dropped by Python, and the
+    run would go on to the end as if no key had been pressed. The caller checks the latch
+    after each step. Outside the main thread, or where SIGINT is ignored, nothing changes."""
+    latch = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield latch
+        return
+
+    def on_sigint(signum, frame):
+        latch.set()
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield latch
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _agent_args(cls, pairs: list[str]) -> dict:

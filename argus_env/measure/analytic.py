@@ -20,7 +20,7 @@ from ..ir.live import live_key, live_program
 from ..ir.rewrite import walk
 from ..target import Target, as_target
 from .features import KernelFeatures, extract
-from .learned import expected_error
+from .recorded import ConfigRecovery, expected_error
 from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
 
@@ -164,8 +164,7 @@ class TableBackend(Backend):
         if hit is not None:
             _EXECUTED.move_to_end(key)
             return hit
-        from .learned import _Recovery   # reads configurations only; no fitting library
-        recover = _RECOVERY.setdefault(task.name, _Recovery(task)) \
+        recover = _RECOVERY.setdefault(task.name, ConfigRecovery(task)) \
             if hasattr(task, "space") else None
         rows = {k[-1]: row for k, row in self.table(task)["rows"].items()
                 if k[:len(shape)] == shape}

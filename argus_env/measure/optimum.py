@@ -16,7 +16,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .learned import table_paths
+from .recorded import table_paths
 
 
 @lru_cache(maxsize=16)

@@ -17,7 +17,7 @@ import pytest
 
 from argus_env.dsl.program import Program
 from argus_env.measure.analytic import ModelBackend, TableBackend
-from argus_env.measure.learned import _Recovery, table_paths
+from argus_env.measure.recorded import ConfigRecovery, table_paths
 from argus_env.target import load_target
 from argus_env.task import get_task
 
@@ -202,7 +202,7 @@ def test_dead_statements_and_docstring_keep_the_table_price():
 
 def _recorded_failure(task=GEMM):
     """A row of the task's tables the GPU failed, with the program it was recorded for."""
-    recover = _Recovery(task)
+    recover = ConfigRecovery(task)
     for path in table_paths(task):
         with path.open() as f:
             for row in csv.DictReader(f):

@@ -1,0 +1,128 @@
+"""What the GPU recorded, read without fitting anything: the tables' paths, the
+configuration a row names (parsed, never evaluated), and the cost models' recorded error
+(`tasks/<task>/model_error_<gpu>.json`, written by `benchmarks/fit_cost_model.py`).
+
+Both the cost models (`measure/analytic.py`: a table row by the program it recovers, the
+expected error every estimate carries) and the fitting (`measure/learned.py`) read these.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from functools import lru_cache
+from pathlib import Path
+
+#: names of configuration fields in tables recorded before a field was renamed: the
+#: field it became and how its value maps (None: no longer a field of its own)
+LEGACY_FIELDS = {"tma_loads": ("tma", None), "tma_store": None,
+                 "atomic_output": ("combine", {True: "atomic", False: None})}
+
+
+def table_paths(task, hardware: str = "h200") -> list[Path]:
+    """The task's tables for `hardware`: the main one, then any further recordings."""
+    if not getattr(task, "anchors_file", None):
+        return []
+    main = Path(task.anchors_file).parent / f"table_{hardware}.csv"
+    return [p for p in [main, *sorted(main.parent.glob(f"table_*_{hardware}.csv"))] if p.exists()]
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def parse_config_text(text: str) -> dict | None:
+    """Field values from a row's configuration text: `Name(k=v, ...)` (a dataclass's repr)
+    or `k=v,k=v`; None for free text (a summary). Parsed, never evaluated."""
+    text = text.strip()
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        node = None
+    if isinstance(node, ast.Call) and not node.args:
+        try:
+            return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+        except ValueError:
+            return None
+    if "=" in text and " " not in text.replace(", ", ","):
+        pairs = [p.split("=", 1) for p in text.split(",") if p]
+        if all(len(p) == 2 for p in pairs):
+            return {k.strip(): _literal(v.strip()) for k, v in pairs}
+    return None
+
+
+def _config_from_fields(space, values: dict):
+    base = space.baseline()
+    names = {f.name for f in dataclasses.fields(base)}
+    kw = {}
+    for key, value in values.items():
+        if key in names:
+            kw[key] = value
+        elif key in LEGACY_FIELDS:
+            to = LEGACY_FIELDS[key]
+            if to is not None:
+                field, mapping = to
+                kw[field] = mapping.get(value, value) if mapping else value
+        else:
+            return None
+    return dataclasses.replace(base, **kw)
+
+
+class ConfigRecovery:
+    """Configurations from row texts, for one task: field lists parsed, summaries looked up
+    among the space's configurations (built once, on the first summary)."""
+
+    def __init__(self, task):
+        self.task, self.space = task, task.space
+        self._by_summary: dict | None = None
+
+    def by_summary(self, text: str):
+        if self._by_summary is None:
+            self._by_summary = {}
+            base = self.space.baseline()
+            if hasattr(base, "summary"):
+                for c in self.space.configurations():
+                    self._by_summary.setdefault(c.summary(), c)
+        return self._by_summary.get(text)
+
+    def __call__(self, row: dict):
+        fields = parse_config_text(row.get("config", ""))
+        if fields is not None:
+            return _config_from_fields(self.space, fields)
+        return self.by_summary(row.get("summary") or row.get("config", ""))
+
+
+def error_file(task, hardware: str = "h200") -> Path | None:
+    if not getattr(task, "anchors_file", None):
+        return None
+    return Path(task.anchors_file).parent / f"model_error_{hardware}.json"
+
+
+@lru_cache(maxsize=32)
+def _recorded(path: str) -> dict | None:
+    p = Path(path)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def expected_error(task, hardware: str = "h200") -> dict | None:
+    """The analytic model's recorded error for `task` on `hardware` (median and 90th
+    percentile |log(model / measured)| over the task's tables, within-shape Spearman,
+    how many rows), or None when none was recorded."""
+    path = error_file(task, hardware)
+    data = _recorded(str(path)) if path is not None else None
+    if not data or "analytic" not in data:
+        return None
+    a = data["analytic"]
+    return {"median_abs_log_error": a["median_abs_log_error"],
+            "p90_abs_log_error": a["p90_abs_log_error"],
+            "spearman_within_shape": a["spearman_within_shape"],
+            "programs": a["programs"], "recorded": data.get("created"),
+            "source": f"{path.parent.name}/{path.name}"}
+
+
+__all__ = ["ConfigRecovery", "LEGACY_FIELDS", "error_file", "expected_error",
+           "parse_config_text", "table_paths"]
