@@ -1,8 +1,8 @@
 """Invariant packs: how a task adds its own invariant classes and rules to the checker.
 
 The checker's core knows the invariants every tile program has (contraction, ownership,
-coverage, exactly_once, bounds, bijection, tag_conflict, pipeline, assertion). A task with
-more to say (an online softmax's rescaling, a host routing step's postconditions) declares
+coverage, exactly_once, bounds, bijection, tag_conflict, pipeline, assertion, order). A
+task with more to say (an online softmax's rescaling, a host routing step's postconditions) declares
 an `InvariantPack` in `tasks/<task>/invariants.py`, registers it, and sets it as its
 `Task.invariants`:
 
@@ -44,8 +44,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..ir import nodes as ir
+from ..ir.rewrite import walk
+
 #: prefix of the tags a pack keeps for its own bookkeeping (never a tensor's dim name)
 INTERNAL = "@"
+#: the core's own internal tag: an element final for a reduced name (`@final:K`), whose
+#: value is the line that finalised it (the **order** invariant, `symbolic/order.py`)
+FINAL = INTERNAL + "final:"
+#: an accumulator's entry value inside a loop body carries the sums of the iterations
+#: before (its coverage terms are kept out of the body): `@sums:K` says so, for the order
+#: rules, where the entry holds some (guard `t >= 1`, or an initial value with coverage)
+SUMS = INTERNAL + "sums:"
+
+
+def reduced_names(kernel: ir.Kernel, required: Mapping | None) -> frozenset:
+    """The names whose order the order rules check: those a reduction must cover
+    completely, by the task's required coverage at its outputs (`required`: tensor ->
+    name -> range) or by an `A.covers` of the program. Other names ride along in coverage
+    (a score built on a sum over the head dim carries it into every value computed from
+    it, where adding and scaling it means nothing)."""
+    names = {n for need in (required or {}).values() for n in need}
+    for node in walk(kernel):
+        if isinstance(node, ir.Call) and node.fn == "assert_tags":
+            names |= {n for n, rel in node.tags
+                      if isinstance(rel, ir.Call) and rel.fn == "covers"}
+    return frozenset(names)
+
+
+#: floating types a sum is rounded to for storage: rounding one finishes the sum
+NARROW_FLOATS = frozenset({"bf16", "f16"})
 
 #: the invariant classes of the core checker, in the order of the report encoding
 CORE_CLASSES = (
@@ -58,6 +86,7 @@ CORE_CLASSES = (
     "tag_conflict",  # an elementwise op meets values whose same-named tags differ
     "pipeline",      # a prefetched (loop-carried) operand is not the slice consumed next
     "assertion",     # an explicit `A.assert_tags` relation fails
+    "order",         # a reduction is added to after it was normalised or rounded
 )
 
 # Hook signatures (ck: the symbolic interpreter; it: the concrete one; SV / Val values)
@@ -204,5 +233,5 @@ def pack_of(task) -> InvariantPack | None:
     return pack
 
 
-__all__ = ["CORE_CLASSES", "INTERNAL", "Conflict", "InvariantClass", "InvariantPack",
+__all__ = ["CORE_CLASSES", "FINAL", "INTERNAL", "NARROW_FLOATS", "SUMS", "reduced_names", "Conflict", "InvariantClass", "InvariantPack",
            "is_known_class", "known_classes", "pack_of", "register_pack", "registered_packs"]

@@ -227,9 +227,14 @@ class InvariantReport:
 # ---------------------------------------------------------------- observation encoding
 #: The generic slots of the report encoding, the same for every task. A task's classes
 #: live in its own block after them (`ReportLayout`), so adding one changes that block only.
+#: slots kept for the core classes: a core class added later takes a spare slot, so the
+#: generic layout (and every policy trained on it) stays as it is
+CORE_ROOM = 13
+assert len(CORE_CLASSES) <= CORE_ROOM, "no spare core slot left: raise CORE_ROOM"
 GENERIC_SLOTS = (
     "proven", "violation", "undecided",        # the status, one-hot
     *(f"count:{name}" for name in CORE_CLASSES),  # log1p(violations of the core class)
+    *(f"count:spare{i}" for i in range(CORE_ROOM - len(CORE_CLASSES))),  # always 0
     "first_class",    # the first violation's class: 0 none, 1 + i core class i, TASK_CLASS
     "first_line",     # source line of the first violation, else of the first obligation
     "violations",     # how many violations
@@ -239,7 +244,7 @@ GENERIC_SLOTS = (
 SLOT = {name: i for i, name in enumerate(GENERIC_SLOTS)}
 GENERIC_DIM = len(GENERIC_SLOTS)
 #: `first_class` of a violation of a task's class: its index is the task block's slot 0
-TASK_CLASS = len(CORE_CLASSES) + 1
+TASK_CLASS = CORE_ROOM + 1
 
 
 @dataclass(frozen=True)

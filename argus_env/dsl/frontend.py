@@ -299,6 +299,17 @@ class _Parser:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise self.error(fn, f"duplicate parameter {sorted(dup)[0]}")
+        kinds = {p.name: p for p in out}
+        for p in out:  # a dim may name a compile-time constant (a workspace's split count)
+            for d in p.dims:
+                q = kinds.get(d)
+                if q is None:
+                    continue
+                if q.kind != "const" or isinstance(q.default, bool) or \
+                        not isinstance(q.default, int) or q.default < 1:
+                    raise self.error(fn, f"tensor `{p.name}`: dim \"{d}\" names parameter "
+                                     f"`{d}`, which is not a positive integer constant; a dim "
+                                     "is a problem size or an `A.const` integer >= 1")
         return tuple(out)
 
     def param(self, arg: ast.arg, default: ast.AST | None) -> ir.Param:

@@ -250,13 +250,26 @@ class Kernel:
 
     @property
     def sizes(self) -> tuple[str, ...]:
-        """Size symbols in order of first appearance among the tensor dims."""
+        """Size symbols in order of first appearance among the tensor dims (a dim that
+        names a compile-time constant, such as a workspace's `SPLIT_K`, is no size)."""
+        consts = self.consts
         seen: list[str] = []
         for p in self.tensors:
             for d in p.dims:
-                if d not in seen:
+                if d not in seen and d not in consts:
                     seen.append(d)
         return tuple(seen)
+
+    @property
+    def const_dims(self) -> dict[str, int]:
+        """Tensor dims that name a compile-time constant, with its value: a workspace
+        between launches may be `A.Tensor[A.f32, "SPLIT_K", "M", "N"]`."""
+        consts = self.consts
+        return {d: consts[d] for p in self.tensors for d in p.dims if d in consts}
+
+    def extents(self, sizes: dict) -> dict:
+        """The extent of every dim name: the problem's sizes and the constant dims."""
+        return {**sizes, **self.const_dims}
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)

@@ -209,8 +209,10 @@ def _launcher(program: Program, tensors: dict, knames: list[str],
                    f"{', '.join(E.py_literal(p.default) for p in consts)}")
     sizes = list(k.sizes)
     binds = ", ".join(f"{p.name}=({p.name}, {E.py_literal(tuple(p.dims))})" for p in k.tensors)
-    out.append(f"    {', '.join(sizes)}{',' if len(sizes) == 1 else ''} = "
-               f"bind_sizes({E.py_literal(k.name)}, {E.py_literal(tuple(sizes))}, {binds})")
+    bind = f"bind_sizes({E.py_literal(k.name)}, {E.py_literal(tuple(sizes))}, {binds})"
+    # every dim may name a constant: then there is no size to read, only ranks to check
+    out.append(f"    {', '.join(sizes)}{',' if len(sizes) == 1 else ''} = {bind}" if sizes
+               else f"    {bind}")
     first_input = next((p.name for p in k.tensors if p.name not in outputs), None)
     for p in k.tensors:
         if p.name in outputs:

@@ -124,7 +124,7 @@ def _output(program, name: str, sizes: dict):
     import torch
     from ..dsl.dtypes import DTYPES
     p = program.kernel.param(name)
-    shape = [sizes[d] for d in p.dims]
+    shape = [program.kernel.extents(sizes)[d] for d in p.dims]
     dtype = getattr(torch, DTYPES[p.dtype].torch)
     if p.order == "col_major":
         return torch.empty(shape[::-1], device="cuda", dtype=dtype).t()

@@ -51,7 +51,7 @@ def check(program: Program, task: Task, sizes: Sizes, launcher, device="cpu",
     args = dict(inputs)
     for p in program.kernel.tensors:
         if p.name in reference or p.name not in args:
-            args[p.name] = _poisoned(p, sizes, device)
+            args[p.name] = _poisoned(p, program.kernel.extents(sizes), device)
     absent = [name for name in reference if name not in args]
     if absent:
         return Correctness(False, dict(sizes), message=f"the program has no output tensor "

@@ -61,8 +61,8 @@ class GemmTask(Task):
         import torch
         out = {}
         for p in program.kernel.tensors:
-            if p.name in program.info.outputs:
-                continue
+            if p.name in program.info.outputs or p.name not in self.signature:
+                continue  # outputs, and workspaces between launches, are not inputs
             shape = [sizes[d] for d in p.dims]
             if p.order == "col_major":
                 t = torch.randn(shape[::-1], generator=generator, device=device).t()

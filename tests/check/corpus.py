@@ -115,4 +115,40 @@ CORPUS = [
       "pipeline"),
 ]
 
+# ---- order: a sum goes on after it was rounded (every partial sum rounded to bf16)
+LOOP_DOT = "acc = A.dot(a_tile, b_tile, acc)"
+CORPUS += [
+    M("rounds-running-sum", "baseline", (LOOP_DOT, "acc = A.dot(a_tile, b_tile, A.cast(A.cast(acc, A.bf16), A.f32))"),
+      "order"),
+    M("rounds-after-each-step", "baseline", (LOOP_DOT, f"acc = A.cast(A.cast({LOOP_DOT[6:]}, A.bf16), A.f32)"),
+      "order"),
+    M("prefetch-rounds-after-each-step", "prefetch", (LOOP_DOT, f"acc = A.cast(A.cast({LOOP_DOT[6:]}, A.bf16), A.f32)"),
+      "order"),
+    M("splitk-rounds-running-sum", "splitk", (LOOP_DOT, "acc = A.dot(a_tile, b_tile, A.cast(A.cast(acc, A.bf16), A.f32))"),
+      "order", {"M": 64, "N": 64, "K": 256}),
+]
+
+# ---- coverage through memory: split-K partials in a workspace, summed by a second launch
+TWO_PASS = {"M": 100, "N": 72, "K": 200}
+PART_ASSERT = "    A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(k_lo, k_hi))\n"
+PART_MASK = "mask=(rows < M)[None, :, None]"
+CORPUS += [
+    M("reduce-drops-last-split", "splitk_reduce",
+      (PART_MASK, "mask=(splits < SPLIT_K - 1)[:, None, None] & (rows < M)[None, :, None]"),
+      "coverage", TWO_PASS),
+    M("reduce-reads-a-split-twice", "splitk_reduce",
+      ("splits = A.arange(SPLIT_K)", "splits = A.arange(SPLIT_K) % (SPLIT_K - 1)"), "coverage", TWO_PASS),
+    M("partials-short-range", "splitk_reduce",
+      ((PART_ASSERT, ""), ("k_hi = A.minimum(k_lo + k_per_split, K)", "k_hi = A.minimum(k_lo + k_per_split - BK, K)")),
+      "coverage", TWO_PASS),
+    M("partials-overlap", "splitk_reduce",
+      ((PART_ASSERT, ""), ("k_hi = A.minimum(k_lo + k_per_split, K)", "k_hi = A.minimum(k_lo + k_per_split + BK, K)")),
+      "coverage", TWO_PASS),
+    M("partials-grid-one-split-short", "splitk_reduce",
+      ((PART_ASSERT, ""), ("A.grid(A.cdiv(M, BM), A.cdiv(N, BN), SPLIT_K)", "A.grid(A.cdiv(M, BM), A.cdiv(N, BN), SPLIT_K - 1)")),
+      "coverage", TWO_PASS),
+    M("reduce-rows-shifted", "splitk_reduce",
+      ("rows[None, :, None], cols", "rows[None, :, None] + 1, cols"), "bounds assertion", TWO_PASS),
+]
+
 assert len({m.name for m in CORPUS}) == len(CORPUS), "mutation names must be unique"

@@ -109,4 +109,16 @@ CORPUS += [
     M("persistent-packed-remap-collides", "space:persistent-packed",
       ("pid_m = tile % num_pid_m", "pid_m = tile % num_pid_m // 2 * 2"), "exactly_once bijection", GQA4),
 ]
+# order: the output normalised (or rounded) before its last key block is added
+PV = "acc = A.dot(A.cast(p, A.bf16), v_tile, acc * alpha[:, None])"
+NORM = "out = acc / l_i[:, None]"
+CORPUS += [
+    M("normalised-inside-key-loop", "baseline", ((PV, PV + "\n        acc = acc / l_i[:, None]"),
+                                                 (NORM, "out = acc")), "order", FULL),
+    M("expert-normalised-before-diagonal", "expert",
+      (("        m_i = m_new\n    if CAUSAL == 1:", "        m_i = m_new\n    acc = acc / l_i[:, None]\n    if CAUSAL == 1:"),
+       (NORM, "out = acc")), "order"),
+    M("rounds-output-accumulator", "baseline", (PV, "acc = A.cast(A.cast(" + PV[6:] + ", A.bf16), A.f32)"),
+      "order", FULL),
+]
 assert len({m.name for m in CORPUS}) == len(CORPUS)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from argus_env import dsl as A
-from argus_env.dsl import DSLSyntaxError, DSLTypeError, Program
+from argus_env.dsl import DSLError, DSLSyntaxError, DSLTypeError, Program
 
 HEADER = "from argus_env import dsl as A\n\n\n"
 SIGNATURE = '''\
@@ -333,10 +333,25 @@ def test_kernel_without_grid():
     assert err.value.line == marked_line(text), f"line {err.value.line}"
 
 
-def test_size_name_that_is_also_a_parameter():
-    text = HEADER + '@A.kernel\ndef k(x: A.Tensor[A.f32, "BM"], BM: A.const = 64):  #!\n' \
+def test_a_dim_may_name_an_integer_constant():
+    """A workspace between launches may have a dim of a compile-time constant (split-K's
+    `SPLIT_K` partials): it is no problem size, and its extent is the constant."""
+    text = HEADER + '@A.kernel\ndef k(x: A.Tensor[A.f32, "S", "M"], S: A.const = 4):\n' \
         "    A.grid(1)\n"
-    with pytest.raises(DSLTypeError, match="size name `BM` is also a parameter") as err:
+    kernel = Program.from_text(text).kernel
+    assert kernel.sizes == ("M",)
+    assert kernel.const_dims == {"S": 4}
+    assert kernel.extents({"M": 7}) == {"M": 7, "S": 4}
+
+
+@pytest.mark.parametrize("param", ["S: A.f32", "S: A.const = 2.5", "S: A.const = 0",
+                                   "S: A.const = True"],
+                         ids=["scalar", "float-const", "zero", "bool"])
+def test_a_dim_naming_another_parameter_is_refused(param):
+    text = HEADER + f'@A.kernel\ndef k(x: A.Tensor[A.f32, "S", "M"], {param}):  #!\n' \
+        "    A.grid(1)\n"
+    with pytest.raises(DSLError, match="dim \"S\" names parameter `S`, which is not a "
+                                       "positive integer constant") as err:
         Program.from_text(text)
     assert err.value.line == marked_line(text), f"line {err.value.line}"
 

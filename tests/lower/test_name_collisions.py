@@ -77,7 +77,10 @@ def test_a_name_either_is_refused_or_lowers_to_code_that_runs(position, name):
         return
     source = lower.source(prog)
     compile(source, "generated.py", "exec")
-    x = torch.arange(100, dtype=torch.float32)
+    # the dim named like the block constant is that constant (a dim may name one): the
+    # tensors then have its extent
+    n = prog.kernel.const_dims.get(name if position == "dim" else NAMES["dim"], 100)
+    x = torch.arange(n, dtype=torch.float32)
     out = lower.load(prog, interpret=True)(x)
     assert torch.equal(out, 2 * x), f"`{name}` as the {position} changed what the kernel computes"
 

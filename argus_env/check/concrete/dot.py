@@ -14,6 +14,7 @@ from ...ir import nodes as ir
 from ...ir.rewrite import walk
 from ..fragments import mma_policy
 from .ops import merge_tags, varies
+from .order import check_added, drop_final
 from .values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
 
 F32 = np.float32
@@ -31,7 +32,8 @@ def policy(it, e: ir.Call, block_m: int) -> str:
 def dot(it, e: ir.Call) -> Val:
     """Check the contraction, then build the result: constant names stay tags, names
     varying with the lane become coverage, and `acc` is added."""
-    a, b = it.val(e.arg("a")), it.val(e.arg("b"))
+    # the operands' own finished reductions are data to this new one
+    a, b = drop_final(it.val(e.arg("a"))), drop_final(it.val(e.arg("b")))
     acc_e = e.arg("acc")
     acc = None if acc_e is None or (isinstance(acc_e, ir.Const) and acc_e.value is None) \
         else it.val(acc_e)
@@ -47,6 +49,7 @@ def dot(it, e: ir.Call) -> Val:
     out = product
     if acc is not None:
         acc = acc.moved(layout=layout)
+        check_added(it, "dot", line, acc, product, Val(shape, layout=layout))
         tags = merge_tags(it, "dot", line, [acc, product])
         cov = {n: cov_sum([v.cov[n] for v in (acc, product) if n in v.cov], shape)
                for n in {**acc.cov, **product.cov}}

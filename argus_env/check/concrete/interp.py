@@ -99,6 +99,11 @@ class Shared:
     data: dict[str, np.ndarray] = field(default_factory=dict)
     pack: InvariantPack | None = None           # the task's invariant pack, if any
     target: object = None                       # argus_env.target.Target: MMA defaults
+    order_names: frozenset | None = None        # names the order rules check (`order.py`)
+    body: tuple = ()                            # the statements of the launch being run
+    #: the writes of finished launches, per tensor: what a later launch reads from a
+    #: workspace covers what they wrote there (`memory.load`)
+    memory: dict = field(default_factory=dict)
 
 
 class Interp:
@@ -126,7 +131,7 @@ class Interp:
 
     # ------------------------------------------------------------ statements
     def run(self) -> None:
-        self.block(self.kernel.body[1:])   # the grid was evaluated on the host
+        self.block(self.sh.body)   # the grid was evaluated on the host
 
     def block(self, stmts) -> None:
         for s in stmts:
@@ -255,7 +260,7 @@ class Interp:
                                     f"content as inputs={{'{p.name}': ...}}")
             data = self.sh.inputs[p.name]
             data = data.detach().cpu().numpy() if hasattr(data, "detach") else np.asarray(data)
-            want = tuple(self.sizes[d] for d in p.dims)
+            want = tuple(self.sh.kernel.extents(self.sizes)[d] for d in p.dims)
             if data.shape != want:
                 raise ConcreteError(f"concrete: input `{p.name}` has shape {data.shape}, "
                                     f"expected {want} at sizes {self.sizes}")

@@ -16,8 +16,8 @@ import numpy as np
 
 from ...ir import nodes as ir
 from .ops import merge_tags
-from .values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_text, coverage_mismatch,
-                              expect_range, first, reshape, summary, widen)
+from .values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_sum, cov_text,
+                     coverage_mismatch, expect_range, first, reshape, summary, widen)
 
 
 @dataclass
@@ -70,7 +70,7 @@ def reference(it, e: ir.Subscript) -> Ref:
         shape, axes = bshape(*(v.shape for v in idx)), [None] * len(idx)
     placed = [_place(v, a, shape) for v, a in zip(idx, axes)]
     coords = [np.asarray(it.known(p, f"index of `{param.name}`"), dtype=np.int64) for p in placed]
-    extent = tuple(it.sizes[d] for d in param.dims)
+    extent = tuple(it.sh.kernel.extents(it.sizes)[d] for d in param.dims)
     return Ref(param, shape, coords, axes, placed, extent)
 
 
@@ -124,6 +124,9 @@ def load(it, e: ir.Call) -> Val:
     parts += [Val(ref.shape, tags={n: Tag(t.val, t.has & active) for n, t in v.tags.items()})
               for v in ref.index]
     out = Val(ref.shape, _loaded_value(it, e, ref, active), merge_tags(it, "load", line, parts))
+    for tw in it.sh.memory.get(ref.param.name, ()):  # written by a finished launch
+        for name, c in tw.read(ref.flat(), active & ref.in_bounds()).items():
+            out.cov[name] = cov_sum([out.cov[name], c], ref.shape) if name in out.cov else c
     v = it.probe_at("load", line)
     if v is not None:
         it.capture({"coords": list(ref.at(v.element)), "mask": bool(active[v.element]),
@@ -157,6 +160,10 @@ class TensorWrites:
     records: list[dict] = field(default_factory=list)
     atomic_cov: dict[str, Cov] = field(default_factory=dict)   # counts shaped (numel, n)
     atomic_line: int = 0
+    #: coverage of every write (store or atomic), summed per element: what a later launch
+    #: reads back (kept for tensors a later launch reads)
+    written_cov: dict[str, Cov] = field(default_factory=dict)
+    keep: bool = False
 
     def __post_init__(self) -> None:
         n = int(np.prod(self.extent, dtype=np.int64))
@@ -164,16 +171,27 @@ class TensorWrites:
         self.atomics = np.zeros(n, dtype=np.int32)
         self.writer = np.full(n, -1, dtype=np.int64)
 
-    def add_coverage(self, name: str, idx: np.ndarray, c: Cov | None) -> None:
+    def add_coverage(self, name: str, idx: np.ndarray, c: Cov | None, into=None) -> None:
+        """Add per-element coverage `c` (rows for the flat elements `idx`) to `into`
+        (`atomic_cov` by default)."""
         if c is None:
             return
-        old = self.atomic_cov.get(name)
+        into = self.atomic_cov if into is None else into
+        old = into.get(name)
         lo = c.lo if old is None else min(old.lo, c.lo)
         hi = c.hi if old is None else max(old.hi, c.hi)
         total = np.zeros((self.stores.size, hi - lo), dtype=np.int32) if old is None \
             else widen(old, lo, hi)
         np.add.at(total, idx, widen(c, lo, hi))
-        self.atomic_cov[name] = Cov(lo, total)
+        into[name] = Cov(lo, total)
+
+    def read(self, flat: np.ndarray, active: np.ndarray) -> dict[str, Cov]:
+        """The coverage written to the elements `flat` (an access's shape), where `active`."""
+        out = {}
+        for name, c in self.written_cov.items():
+            rows = c.counts[flat] * active[..., None]
+            out[name] = Cov(c.lo, rows)
+        return out
 
 
 def store(it, e: ir.Call) -> None:
@@ -195,6 +213,9 @@ def store(it, e: ir.Call) -> None:
     idx = ref.flat()[written]
     tw = it.writes[ref.param.name]
     _record(it, op, line, ref, v, tw, written, idx)
+    if tw.keep:  # a later launch reads this tensor: remember what each element covers
+        for name, c in v.cov.items():
+            tw.add_coverage(name, idx, Cov(c.lo, c.counts[written]), into=tw.written_cov)
     for rule in it.sh.pack.concrete_write if it.sh.pack is not None else ():
         rule(it, op, line, ref, v, active)
     for name, (lo, hi) in it.task_cov.get(ref.param.name, {}).items():

@@ -15,6 +15,8 @@ import numpy as np
 
 from ...dsl.errors import DSLError
 from ...ir import nodes as ir
+from ..pack import FINAL
+from .order import check_added, finalise, normalised, rounded
 from .values import (Cov, Tag, Val, bcast, bshape, cov_select, cov_sum, cov_to,
                               cov_union, describe, first, onehot, scalar, summary, tagged, widen)
 
@@ -60,6 +62,10 @@ def merge_tags(it, op: str, line: int, ops: list[Val]) -> dict[str, Tag]:
         for name, t in v.tags.items():
             if name not in out:
                 out[name] = t
+                continue
+            if name.startswith(FINAL):  # final where either operand is
+                prev = out[name]
+                out[name] = Tag(np.where(prev.has, prev.val, t.val), prev.has | t.has)
                 continue
             it.checked(op, line, "tag_conflict")
             prev = out[name]
@@ -110,6 +116,10 @@ def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
     tags = merge_tags(it, op, line, ops)
     names = {n for o in ops for n in o.cov}
     if op in ADDITIVE:
+        for o in ops:  # a sum goes on: no operand may be final for a name the other adds
+            for other in ops:
+                if other is not o:
+                    check_added(it, op, line, o, other, Val(shape))
         cov = {n: cov_sum([o.cov[n] for o in ops if n in o.cov], shape) for n in names}
     else:
         cov = _keep_cov(it, op, line, ops, shape)
@@ -117,6 +127,8 @@ def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
             for n in {n for o in ops for n in o.cset}}
     layout = next((o.layout for o in vals if o.layout and o.shape == shape), None)
     out = Val(shape, value, tags, cov, sets, layout)
+    if op in ("*", "/") and len(ops) == 2:  # normalised by its own total
+        finalise(it, out, line, normalised(ops))
     rule = it.sh.pack.concrete_ops.get(op) if it.sh.pack is not None else None
     if rule is not None:
         rule(it, op, line, ops, out)
@@ -217,7 +229,7 @@ def cast(it, e: ir.Call) -> Val:
         value = x.value != 0
     elif x.value is not None and name in ("i32", "i64"):
         value = x.value.astype(np.int64)
-    return x.moved(value=value)
+    return finalise(it, x.moved(value=value, tags=dict(x.tags)), e.loc.line, rounded(x, name))
 
 
 def float_unary(it, e: ir.Call) -> Val:

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from ...dsl.program import Program
-from ...dsl.semantic import _assigned
+from ...dsl.semantic import _assigned, launches
 from ...ir import nodes as ir
 from ...ir.rewrite import walk
 from .interp import Interp, Probe, ProbeDone, Shared, stmt_text
@@ -52,24 +52,30 @@ def check_concrete(program: Program, sizes: dict[str, int], task=None, inputs: d
     `max_instances` instances, `ConcreteError` when an op cannot be run concretely.
     """
     start = time.perf_counter()
-    if len(program.info.grids) > 1:
-        raise ValueError(f"check_concrete: {program.name} has {len(program.info.grids)} "
-                         "launches; programs of several launches are checked symbolically only")
     sh = _prepare(program, sizes, task, inputs, num_sms)
     sh.target = target
-    count = math.prod(sh.grid)
-    if count > max_instances:
-        raise ValueError(f"check_concrete: the grid {sh.grid} at {sh.sizes} has {count} "
-                         f"instances, more than max_instances={max_instances}")
-    for pid in instances(sh.grid):
-        Interp(sh, pid).run()
-    _whole_program(sh, program)
+    grids, total = [], 0
+    for i in range(len(launches(program.kernel))):
+        # each launch runs after the previous one: its own grid, its own whole-program
+        # checks; what it reads from a tensor an earlier launch wrote covers what was written
+        _launch(sh, program, i)
+        count = math.prod(sh.grid)
+        if total + count > max_instances:
+            raise ValueError(f"check_concrete: the grid {sh.grid} at {sh.sizes} brings the "
+                             f"instances to {total + count}, more than "
+                             f"max_instances={max_instances}")
+        total += count
+        grids.append(sh.grid)
+        for pid in instances(sh.grid):
+            Interp(sh, pid).run()
+        _whole_program(sh, program)
     sizes_text = ", ".join(f"{k}={v}" for k, v in sh.sizes.items())
+    shown = ", ".join(str(g) for g in grids)
     return InvariantReport(
         program.name, program.hash, list(sh.rec.found.values()), sh.rec.proven(),
         queries=0, milliseconds=(time.perf_counter() - start) * 1e3, method="concrete",
-        notes=[f"concrete run at {sizes_text}: grid {sh.grid}, {count} instances, "
-               f"num_sms={num_sms}"])
+        notes=[f"concrete run at {sizes_text}: grid{'s' if len(grids) > 1 else ''} {shown}, "
+               f"{total} instances, num_sms={num_sms}"])
 
 
 def replay(program: Program, violation: Violation, task=None, inputs: dict | None = None,
@@ -100,6 +106,12 @@ def replay(program: Program, violation: Violation, task=None, inputs: dict | Non
     head = {"invariant": violation.invariant, "op": violation.op, "line": violation.line,
             "program_id": tuple(violation.program_id), "sizes": dict(sh.sizes),
             "element": tuple(violation.element)}
+    last = _launch_at(program, violation.line)
+    for i in range(last):  # the launches before write what this one reads
+        _launch(sh, program, i)
+        for pid in instances(sh.grid):
+            Interp(sh, pid).run()
+    _launch(sh, program, last)
     if not violation.program_id:
         for pid in instances(sh.grid):
             Interp(sh, pid).run()
@@ -135,14 +147,35 @@ def _prepare(program: Program, sizes: dict[str, int], task, inputs, num_sms: int
                             for name, (lo, hi) in rels.items()}
     sh = Shared(kernel, sizes, (), num_sms, dict(inputs or {}), task_cov, loop_carried(kernel),
                 pack=pack_of(task))
-    host = Interp(sh, ())
-    dims = kernel.body[0].value.arg("dims").elts
-    sh.grid = tuple(max(int(host.known(host.val(d), "grid")), 0) for d in dims)
-    info = program.info
-    for p in kernel.tensors:
-        if p.name in info.stored | info.atomic:
-            sh.writes[p.name] = TensorWrites(tuple(sizes[d] for d in p.dims))
+    _launch(sh, program, 0)
     return sh
+
+
+def _launch(sh: Shared, program: Program, i: int) -> None:
+    """Make launch `i` the one `Interp.run` runs: its statements and grid, and a fresh
+    record of its writes; the finished launch's writes go to `sh.memory` for tensors a
+    later launch reads."""
+    kernel, info = program.kernel, program.info
+    if i and sh.writes:
+        for name, tw in sh.writes.items():
+            if tw.keep:
+                sh.memory.setdefault(name, []).append(tw)
+    grid, body = launches(kernel)[i]
+    sh.body = tuple(body)
+    host = Interp(sh, ())
+    sh.grid = tuple(max(int(host.known(host.val(d), "grid")), 0) for d in grid.arg("dims").elts)
+    later = set().union(*info.launch_loads[i + 1:]) if i + 1 < len(info.launch_loads) else set()
+    sh.writes = {}
+    for p in kernel.tensors:
+        if p.name in info.launch_writes[i]:
+            sh.writes[p.name] = TensorWrites(tuple(kernel.extents(sh.sizes)[d] for d in p.dims),
+                                             keep=p.name in later)
+
+
+def _launch_at(program: Program, line: int) -> int:
+    """The launch whose statements hold source line `line` (the last one starting before)."""
+    starts = [grid.loc.line for grid, _ in launches(program.kernel)]
+    return max([i for i, s in enumerate(starts) if s <= line], default=0)
 
 
 _SIZE_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
@@ -200,8 +233,11 @@ def _writers(kernel: ir.Kernel) -> dict[tuple[str, str], ir.ExprStmt]:
 
 
 def _whole_program(sh: Shared, program: Program) -> None:
+    """The whole-program checks of the launch just run, over its writes."""
     writers = _writers(sh.kernel)
     for name in program.info.outputs:
+        if name not in sh.writes:
+            continue
         tw = sh.writes[name]
         s = writers.get((name, "store")) or writers[(name, "atomic_add")]
         sh.rec.checked(s.value.fn, s.loc.line, "bijection")

@@ -51,6 +51,8 @@ class Checker:
         if task is not None and hasattr(task, "program_sizes"):
             sizes = task.program_sizes(program, sizes)
         self.sizes = {k: int(v) for k, v in sizes.items()}
+        #: the extent of every tensor dim: the sizes and the dims naming a constant
+        self.extents = self.kernel.extents(self.sizes)
         missing = [s for s in self.kernel.sizes if s not in self.sizes]
         if missing:
             raise ValueError(f"check: no value for problem size {missing[0]}; give "
@@ -69,6 +71,11 @@ class Checker:
         self.base: list[z3.BoolRef] = []
         self.report = InvariantReport(program.name, program.hash)
         self.writes: list[Write] = []
+        #: the writes of the launches that have finished: what a later launch reads from
+        #: a workspace carries their coverage (`memory.carried_coverage`)
+        self.memory: list[Write] = []
+        self.past_linear: list[tuple] = []  # the grid-stride links of finished launches
+        self.past_vars: frozenset = frozenset()  # variables of finished launches
         self.quiet = 0
         self.seen: set[tuple[str, int]] = set()
         self.stmt: ir.Stmt | None = None
@@ -105,7 +112,8 @@ class Checker:
         s = z3.Solver()
         s.set("timeout", self.query_timeout_ms())
         constraints = list(constraints)
-        self._qnames = self._var_names(constraints) if self.linear else frozenset()
+        self._qnames = self._var_names(constraints) if self.linear or self.past_linear \
+            else frozenset()
         s.add(*constraints, *self._links(self._qnames))
         if self.pack is not None and self.pack.axioms is not None:
             s.add(*self.pack.axioms(self, constraints))  # e.g. a host step's postconditions
@@ -143,7 +151,7 @@ class Checker:
         """For each copy of a grid-stride loop's linear index present in a formula that
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []
-        for pid, t, v, _, link in self.linear:
+        for pid, t, v, _, link in self.linear + self.past_linear:
             vname = v.decl().name()
             for name in names:
                 if not name.startswith(vname):
@@ -236,6 +244,9 @@ class Checker:
             # each launch starts after the previous one has finished: its own program ids,
             # no values carried over (only memory), its own whole-program checks
             if i:
+                self.memory += self.writes
+                self.past_linear += self.linear
+                self.past_vars = frozenset(n for n, v in self.vars.vars.items() if v.kind != "axis")
                 self.env, self.frames, self.base, self.writes = dict(params), [], [], []
                 self.grid, self.pids, self.linear, self._pos_cache = [], [], [], {}
             try:

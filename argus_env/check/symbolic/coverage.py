@@ -140,7 +140,14 @@ def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
         pairs.append((v, pick))
         rest = rest - c * pick
     used = {v.get_id() for v, _ in pairs}
-    pairs += [(b, defaults[b.get_id()]) for b in term.bound
-              if b.get_id() not in used and b.get_id() in defaults]
+    hints = {**defaults, **{v.get_id(): e for v, e in term.defaults}}
+    pairs += [(b, hints[b.get_id()]) for b in term.bound
+              if b.get_id() not in used and b.get_id() in hints]
     sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
-    return z3.And(sub(term.dom), sub(term.idx) == x)
+    body = z3.And(sub(term.dom), sub(term.idx) == x)
+    # a bound variable the decomposition does not pin down ranges over its values: some
+    # value of it covers x (else the witness would ask for one arbitrary value of it)
+    fixed = {v.get_id() for v, _ in pairs}
+    names = free_names(body)
+    rest = [b for b in unique(term.bound) if b.get_id() not in fixed and b.decl().name() in names]
+    return z3.Exists(rest, body) if rest else body

@@ -28,7 +28,7 @@ import z3
 
 from ...dsl.semantic import _assigned
 from ...ir import nodes as ir
-from ..pack import INTERNAL
+from ..pack import INTERNAL, SUMS
 from .solver import const_value, interval
 from .state import Frame
 from .values import SV, Cov, axis_ranges, depends_on, merge, subst
@@ -193,7 +193,8 @@ def _acc_cov(ck, out: SV, at, upto, valid) -> dict:
             tp = ck.vars.fresh("tp", "iter", 0, None)
             cov.setdefault(name, []).append(Cov(
                 term.bound + (tp,), z3.And(subst(term.dom, at(tp)), valid(tp), tp < upto),
-                subst(term.idx, at(tp)), term.kind))
+                subst(term.idx, at(tp)), term.kind,
+                tuple((v, subst(e, at(tp))) for v, e in term.defaults)))
     return cov
 
 
@@ -208,7 +209,16 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         # body's result holds exactly this iteration's contribution (read at the exit)
         shifted = _strip(out).map(lambda e: subst(e, at(t - 1)))
         v = merge(t == 0, init, replace(shifted, cov={}))
-        return replace(v, cov={}, carried=False, frag=out.frag or init.frag)
+        # it holds the sums of the iterations before (and the initial value's), which the
+        # order rules must see though the terms stay out of the body
+        sums = {n for v_ in (out, init) for n, ts in v_.cov.items()
+                if any(c.kind == "sum" for c in ts)}
+        tags = dict(v.tags)
+        for n in sums:
+            live = shifted.live()  # where the iteration before left data
+            tags[SUMS + n] = (init.live() if n in init.cov else z3.And(t >= 1, live),
+                              z3.IntVal(0))
+        return replace(v, tags=tags, cov={}, carried=False, frag=out.frag or init.frag)
     return _havoc(ck, init)
 
 

@@ -10,10 +10,12 @@ import z3
 
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
-from .coverage import exactly_once
+from .coverage import exactly_once, unique
+from .order import check_added, drop_final
+from .solver import affine
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
-from .values import AXES, SV, Cov, align, depends_on, evaluate, move_axes, subst
+from .values import AXES, SV, Cov, align, depends_on, evaluate, free_names, move_axes, subst
 
 
 @dataclass
@@ -51,7 +53,7 @@ def access(ck, call: ir.Call) -> Access:
     coords = [v.val for v in placed]
     if any(c is None or not z3.is_int(c) for c in coords):
         raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
-    sizes = [z3.IntVal(ck.sizes[d]) for d in tensor.dims]
+    sizes = [z3.IntVal(ck.extents[d]) for d in tensor.dims]
     inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords, sizes)])
     tma = _flag(call, "tma")
     live = inb if tma else _mask(ck, call.arg("mask"), idx, placed, shape, ortho)
@@ -90,7 +92,7 @@ def _bounds(ck, a: Access, op: str) -> None:
     dims = a.tensor.dims
     ck.violate("bounds", op, f"`{a.tensor.name}` is accessed outside its bounds and the "
                "access is not masked", m, a.shape,
-               expected={d: f"0..{ck.sizes[d] - 1}" for d in dims},
+               expected={d: f"0..{ck.extents[d] - 1}" for d in dims},
                actual={d: c for d, c in zip(dims, a.coords)},
                tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 
@@ -109,7 +111,74 @@ def load(ck, call: ir.Call) -> SV:
         other = call.arg("other")
         fill = other.value if isinstance(other, ir.Const) and isinstance(other.value, int) else 0
         val = z3.If(a.live, data, fill)
-    return SV(a.shape, val, tags)
+    return SV(a.shape, val, tags, carried_coverage(ck, a))
+
+
+#: kinds of variables that name a writer's instance and element (bound in carried terms)
+_INSTANCE = ("pid", "iter", "lane")
+
+
+def carried_coverage(ck, a: Access) -> dict[str, list]:
+    """Coverage read back from memory: an element that a finished launch wrote (a
+    workspace of partial sums, say) covers what its writers' values covered. The term of
+    a writer's value becomes a term over the writer too: its instance (program ids, loop
+    iterations) and tile element are further bound variables, joined to the loaded element
+    by equal coordinates. Summed over every writer, so an element written twice covers its
+    indices twice, and one never written covers nothing; where exactly-once writes hold
+    there is one writer per element and this is its coverage. Tags do not travel: a value
+    written to a tensor carries its coordinates as tags (ownership), and so does the load."""
+    out: dict[str, list] = {}
+    for w in ck.memory:
+        if w.tensor != a.tensor.name or not w.value.cov:
+            continue
+        axes = [ck.vars.fresh(f"w{i}", "lane", 0, n) for i, n in enumerate(w.shape)]
+        ren = [(AXES[i], x) for i, x in enumerate(axes)]
+
+        def mv(e, ren=ren):
+            return subst(e, ren)
+        coords = [mv(c) for c in w.coords]
+        glue = z3.And(*[mv(p) for p in w.path],
+                      *[z3.And(x >= 0, x < n) for x, n in zip(axes, w.shape)],
+                      mv(w.live), a.live, *[c == d for c, d in zip(coords, a.coords)])
+        mine = None
+        for name, terms in w.value.cov.items():
+            for t in terms:
+                t = t.map(mv)
+                names = free_names(glue) | free_names(t.dom) | free_names(t.idx)
+                inst = [ck.vars.vars[n].expr for n in sorted(names)
+                        if n in ck.past_vars and not n.startswith("any")
+                        and ck.vars.vars[n].kind in _INSTANCE]
+                bound = tuple(unique(list(t.bound) + axes + inst))
+                if mine is None:
+                    mine = _writer_at(coords, a.coords, [v for v in bound if not
+                                                         any(v.eq(b) for b in t.bound)])
+                out.setdefault(name, []).append(
+                    Cov(bound, z3.And(glue, t.dom), t.idx, t.kind, t.defaults + mine))
+    return out
+
+
+def _writer_at(coords, at, writer) -> tuple:
+    """The writer's variables at the element `at`, where its coordinates are affine in
+    them with positive coefficients (a tile origin `pid * BM` plus an element `X`): read
+    off by mixed radix, largest coefficient first. Hints for the completeness proof, which
+    confirms whatever it uses; () where a coordinate is not of that form."""
+    pairs = []
+    for c, target in zip(coords, at):
+        dec = affine(c, writer)
+        if dec is None:
+            continue
+        c0, coeffs = dec
+        ranked = sorted(coeffs.values(), key=lambda vc: -abs(vc[1]))
+        if any(k <= 0 for _, k in ranked):
+            continue
+        rest = target - c0
+        for v, k in ranked:
+            if any(v.eq(p) for p, _ in pairs):
+                break
+            pick = rest / k if k != 1 else rest
+            pairs.append((v, pick))
+            rest = rest - k * pick
+    return tuple(pairs)
 
 
 def write(ck, call: ir.Call) -> None:
@@ -139,7 +208,8 @@ def write(ck, call: ir.Call) -> None:
 
 
 def dot(ck, call: ir.Call) -> SV:
-    a, b = ck.expr(call.arg("a")), ck.expr(call.arg("b"))
+    # the operands' own finished reductions are data to this new one
+    a, b = drop_final(ck.expr(call.arg("a"))), drop_final(ck.expr(call.arg("b")))
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     lane = ck.vars.fresh("l", "lane", 0, k)
     anyl = ck.vars.fresh("anyl", "lane", 0, k)
@@ -191,6 +261,7 @@ def dot(ck, call: ir.Call) -> SV:
         rule(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
         c = align(ck.expr(acc), shape)
+        check_added(ck, c, out.cov, shape, what)  # accumulating into a finished sum
         out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags
         out.cov = add_cov(c.cov, out.cov)
     return out

@@ -13,6 +13,7 @@ from ...dsl.dtypes import DTYPES
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from .memory import assert_tags, dot, load, write
+from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
 from .tags import FALSE, add_cov, bcast, union_tags
 from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
@@ -95,6 +96,8 @@ def binop(ck, e: ir.BinOp) -> SV:
     what = print_expr(e)
     tags = union_tags(ck, [x, y], shape, what) if x.tags and y.tags else {**x.tags, **y.tags}
     if e.op in ("+", "-"):
+        check_added(ck, x, y.cov, shape, what)  # a sum goes on: neither side may be final
+        check_added(ck, y, x.cov, shape, what)
         cov = add_cov(x.cov, y.cov)
     else:
         cov = add_cov(y.cov, {n: t for n, t in x.cov.items() if n not in y.cov})
@@ -104,6 +107,8 @@ def binop(ck, e: ir.BinOp) -> SV:
         tags, cov = {}, {}
     out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
              x.frag or y.frag, fval=_ffold(e.op, fx, fy))
+    if e.op in ("*", "/") and cov:  # normalised by its own total: final for those names
+        finalise(ck, out, sums(x) & sums(y), f"normalised by `{print_expr(e.rhs)}`")
     rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
     if rule is not None:
         rule(ck, x, y, out, shape, what)
@@ -226,7 +231,10 @@ def _cast(ck, e):
     dtype = DTYPES[e.arg("dtype").name]
     val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
     fval = scalar_value(x) if not dtype.is_int else None  # `A.cast(M <= 130, A.f32)`
-    return replace(x, val=val, fval=fval)
+    out = replace(x, val=val, fval=fval, tags=dict(x.tags))
+    if dtype.name in NARROW:  # a sum rounded to storage precision is complete
+        finalise(ck, out, sums(x), f"rounded to {dtype.name}")
+    return out
 
 
 def _trans(ck, e):
@@ -250,10 +258,8 @@ def _where(ck, e):
         # where only one side carries the tag, its guard says where: keep its value plain
         value = vx if vy is None else vy if vx is None else z3.If(cond, vx, vy)
         tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), value)
-    cov = add_cov({n: [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in ts]
-                   for n, ts in x.cov.items()},
-                  {n: [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in ts]
-                   for n, ts in y.cov.items()})
+    cov = add_cov({n: [t.guard(cond) for t in ts] for n, ts in x.cov.items()},
+                  {n: [t.guard(z3.Not(cond)) for t in ts] for n, ts in y.cov.items()})
     val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
     return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag)
@@ -280,7 +286,13 @@ def _reduce(ck, e):
     shape = x.shape[:axis] + x.shape[axis + 1:]
     live = z3.And(x2.live(), lane >= 0, lane < x.shape[axis])
     kind = "sum" if e.fn == "sum" else "max"
-    tags, cov = {}, {n: list(ts) for n, ts in x2.cov.items()}
+    # a sum adds up the operands' own coverage over the reduced lanes: each lane is a
+    # further bound variable of a term (a sum of partial sums over K covers what they
+    # cover); max and min pick one lane, whose coverage is the result's (lane left free)
+    tags = {}
+    cov = {n: [Cov(t.bound + (lane,), z3.And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
+                   t.kind, t.defaults) if kind == "sum" and t.kind == "sum" else t for t in ts]
+           for n, ts in x2.cov.items()}
     for n, (g, v) in x2.tags.items():
         if depends_on(v, lane):
             cov.setdefault(n, []).append(Cov((lane,), z3.And(live, g), v, kind))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import z3
 
+from .order import marked, merge_final
 from .values import SV
 
 FALSE = z3.BoolVal(False)
@@ -32,6 +33,9 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                 out[name] = (g, v)
                 continue
             g0, v0 = out[name]
+            if marked(name):  # the order rules' marks: where either says
+                out[name] = merge_final(g0, v0, g, v)
+                continue
             rule = pack.merge.get(name) if pack is not None else None
             if rule is not None:  # the pack's own way to combine two values of its tag
                 out[name] = rule(g0, v0, g, v)

@@ -18,20 +18,32 @@ from dataclasses import dataclass, field, replace
 
 import z3
 
+from ..pack import FINAL, SUMS
+
 AXES = tuple(z3.Int(f"X{i}") for i in range(4))
 
 
 @dataclass(frozen=True)
 class Cov:
-    """One term of a coverage multiset: {idx : bound vars with dom} (a set for max/min)."""
+    """One term of a coverage multiset: {idx : bound vars with dom} (a set for max/min).
+
+    `defaults` pairs bound variables with the values they take at a given point of the
+    others (a workspace element's writer, from its coordinates): the completeness proof
+    substitutes them where the index alone does not pin a bound variable down."""
 
     bound: tuple[z3.ArithRef, ...]
     dom: z3.BoolRef
     idx: z3.ArithRef
     kind: str = "sum"
+    defaults: tuple = ()
 
     def map(self, fn) -> "Cov":
-        return Cov(self.bound, fn(self.dom), fn(self.idx), self.kind)
+        return Cov(self.bound, fn(self.dom), fn(self.idx), self.kind,
+                   tuple((v, fn(e)) for v, e in self.defaults))
+
+    def guard(self, cond) -> "Cov":
+        """The term restricted to where `cond` holds."""
+        return replace(self, dom=z3.And(cond, self.dom))
 
 
 @dataclass
@@ -54,10 +66,11 @@ class SV:
                        cov={n: [t.map(fn) for t in ts] for n, ts in self.cov.items()})
 
     def live(self) -> z3.BoolRef:
-        """The element carries data: some tag is present."""
-        if not self.tags:
-            return z3.BoolVal(False)
-        return z3.Or(*[g for g, _ in self.tags.values()])
+        """The element carries data: some tag is present (the order rules' marks say
+        something of data an element carries, they are none themselves)."""
+        guards = [g for n, (g, _) in self.tags.items()
+                  if not (n.startswith(FINAL) or n.startswith(SUMS))]
+        return z3.Or(*guards) if guards else z3.BoolVal(False)
 
     @property
     def tagged(self) -> bool:
@@ -187,8 +200,8 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
         tags[n] = (z3.If(cond, ga, gb), value)
     cov = {}
     for n in set(a.cov) | set(b.cov):
-        cov[n] = [Cov(t.bound, z3.And(cond, t.dom), t.idx, t.kind) for t in a.cov.get(n, [])]
-        cov[n] += [Cov(t.bound, z3.And(z3.Not(cond), t.dom), t.idx, t.kind) for t in b.cov.get(n, [])]
+        cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
+        cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
     return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
 
 

@@ -157,7 +157,7 @@ def _bijection(ck, tensor: str, ws: list) -> None:
     write; else refuted by an element shown unwritten, else left as a note."""
     ck.stmt = ws[0].stmt
     dims = ck.kernel.param(tensor).dims
-    sizes = [ck.sizes[d] for d in dims]
+    sizes = [ck.extents[d] for d in dims]
     candidates = [tuple(c) for c in itertools.product(*[(0, n - 1) for n in sizes])]
     reason, definitive = _count_tiles(ck, tensor, ws, sizes, candidates)
     if reason is None:
@@ -352,7 +352,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
                       c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)])
         for t in w2.value.cov.get(name, []):
             terms.append(Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
-                             c(t.idx), t.kind))
+                             c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults)))
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
                  w.value.frag, defaults, scope=w.names)
 
