@@ -22,6 +22,7 @@ import math
 
 import z3
 
+from . import tiles
 from .coverage import exactly_once, unique
 from .solver import const_value
 from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
@@ -29,17 +30,20 @@ from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
 # ---------------------------------------------------------------- writes
 def check_writes(ck) -> None:
-    for w in ck.writes:
-        if not w.atomic:
-            for w2 in ck.writes:
-                if w2.tensor == w.tensor:
-                    _exactly_once_write(ck, w, w2)
+    # an element no instance writes holds a wrong value, while one written twice with data
+    # of its own position (ownership is proven first) holds a right one: the bijection
+    # comes first, so that a report's first counterexample names an element that is wrong
     outputs = ck.program.info.outputs
     for tensor in outputs:
         ws = [w for w in ck.writes if w.tensor == tensor]
         assumed = ck.pack.assumed_written if ck.pack is not None else None
         if ws and not (assumed is not None and assumed(ck, tensor, ws)):
             _bijection(ck, tensor, ws)
+    for w in ck.writes:
+        if not w.atomic:
+            for w2 in ck.writes:
+                if w2.tensor == w.tensor:
+                    _exactly_once_write(ck, w, w2)
     cov = ck.task.store_coverage_for(ck.kernel.consts) if ck.task is not None else {}
     for tensor, required in (cov or {}).items():
         ws = [w for w in ck.writes if w.tensor == tensor]
@@ -153,8 +157,10 @@ def _exactly_once_write(ck, w, w2) -> None:
 
 
 def _bijection(ck, tensor: str, ws: list) -> None:
-    """Every element of output `tensor` is written: proven by counting for one block-form
-    write; else refuted by an element shown unwritten, else left as a note."""
+    """Every element of output `tensor` is written: proven by counting for block-form
+    writes, or by the tile origins their instances reach worked out on integers; else
+    refuted by an element shown unwritten (named with the write nearest to it), else left
+    undecided."""
     ck.stmt = ws[0].stmt
     dims = ck.kernel.param(tensor).dims
     sizes = [ck.extents[d] for d in dims]
@@ -163,28 +169,75 @@ def _bijection(ck, tensor: str, ws: list) -> None:
     if reason is None:
         ck.proven(f"{tensor}: every element written (bijective tile map)")
         return
-    if definitive is not None:
+    if definitive is not None and definitive[1] is not None:  # a masked element, named
         message, model, coords, w = definitive
-        ck.violate("bijection", w.stmt.value.fn, message, model, w.shape if model else (),
+        ck.violate("bijection", w.stmt.value.fn, message, model, w.shape,
                    tensor=tensor, coords=coords)
         return
-    for y in dict.fromkeys(candidates):
-        if _unwritten(ck, ws, y):
-            ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
-                       f"`{tensor}{list(y)}`", None, (), tensor=tensor, coords=y,
-                       expected={"writes": ">= 1"}, actual={"writes": 0})
-            return
-    verdict, y = _covered(ck, ws, sizes)
+    verdict, y = _by_origins(ck, ws, sizes)
     if verdict == "proven":
-        ck.proven(f"{tensor}: every element written (each has a writer)")
+        ck.proven(f"{tensor}: every element written (the tile origins reached, enumerated)")
         return
-    if verdict == "refuted":
-        ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
-                   f"`{tensor}{list(y)}`", None, (), tensor=tensor, coords=y,
-                   expected={"writes": ">= 1"}, actual={"writes": 0})
+    if verdict is None:
+        y = next((y for y in dict.fromkeys(candidates) if _unwritten(ck, ws, y)), None)
+    if y is None and definitive is None:
+        verdict, y = _covered(ck, ws, sizes)
+        if verdict == "proven":
+            ck.proven(f"{tensor}: every element written (each has a writer)")
+            return
+    if y is not None or definitive is not None:
+        _unwritten_violation(ck, tensor, ws, y, definitive)
         return
     ck.undecided(f"every element of `{tensor}` written (bijection)",
                  f"neither the counting proof ({reason}) nor the covering query settled it")
+
+
+def _by_origins(ck, ws, sizes) -> tuple[str | None, tuple | None]:
+    """("proven", None) when the block-form writes' instances, enumerated, reach every
+    tile origin and no mask hides an element of a tile; ("refuted", origin) for a tile
+    origin none reaches; (None, None) when that cannot be worked out on integers."""
+    if any(block_form(ck, w) is None for w in ws):
+        return None, None
+    blocks = ws[0]._block[1]
+    if any(w._block[1] != blocks for w in ws):
+        return None, None
+    reached = set()
+    for w in ws:
+        got = tiles.origins(ck, w, w._block[0])
+        if got is None:
+            return None, None
+        reached |= got
+    missing = tiles.missing_origin(sizes, blocks, reached)
+    if missing is not None:
+        return "refuted", missing
+    for w in ws:  # every tile is some instance's: an element is lost only to a mask
+        inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
+        if ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)]) is not None:
+            return None, None
+    return "proven", None
+
+
+def _unwritten_violation(ck, tensor: str, ws, y, definitive) -> None:
+    """A bijection violation at unwritten element `y` (or, where only the counting says a
+    tile is missing, with its reason), named by the write nearest to it."""
+    op = ws[0].stmt.value.fn
+    why = f"{definitive[0]}; " if definitive is not None else ""
+    if y is None:
+        ck.violate("bijection", op, definitive[0], None, (), tensor=tensor, coords=())
+        return
+    near = tiles.nearest(ck, ws, y)
+    if near is None:
+        ck.violate("bijection", op, f"{why}no program instance writes `{tensor}{list(y)}`",
+                   None, (), tensor=tensor, coords=y, expected={"writes": ">= 1"},
+                   actual={"writes": 0})
+        return
+    m, w = near
+    at = [evaluate(m, c) for c in w.coords]
+    ck.stmt = w.stmt
+    ck.violate("bijection", w.stmt.value.fn, f"{why}no program instance writes "
+               f"`{tensor}{list(y)}`; the nearest element written is `{tensor}{at}`, by this "
+               "instance", m, w.shape, tensor=tensor, coords=y, expected={"writes": ">= 1"},
+               actual={"writes": 0}, scope=w.names)
 
 
 def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:

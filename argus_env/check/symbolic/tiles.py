@@ -1,0 +1,119 @@
+"""Tile maps worked out on integers: the tile origins a write's instances reach, and the
+write nearest to an element no instance writes.
+
+`origins` enumerates a block-form write's instances (program ids, then the iterations of
+each enclosing loop, whose bounds are integers once the outer variables are) and evaluates
+its tile origin at each: where the counting proof of `whole._count_tiles` cannot count
+the instances (a grid-stride loop whose stride is not the grid, say), the set of origins
+decides "every tile written" without a quantified query. It gives up (None) past `limit`
+instances or on a value it cannot evaluate (data read from memory).
+
+`nearest` names, for an element nobody writes, the instance and tile element of a write
+closest to it (least L1 distance between coordinates): a counterexample of the bijection
+invariant then shows where the tile map went, not only what it missed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import z3
+
+from .values import axis_ranges, evaluate
+
+#: most instances `origins` enumerates
+LIMIT = 4096
+
+
+def _int(e, pairs) -> int | None:
+    v = z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
+    return v.as_long() if z3.is_int_value(v) else None
+
+
+def _true(e, pairs) -> bool | None:
+    v = z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
+    return True if z3.is_true(v) else False if z3.is_false(v) else None
+
+
+def instances(ck, w, limit: int = LIMIT):
+    """Substitutions naming each instance of write `w` (program ids and loop iterations,
+    with a grid-stride loop's linear index), or None when they cannot be enumerated."""
+    if math.prod(max(n, 1) for n in ck.grid) > limit:
+        return None
+    out = [[]]
+    for p, n in zip(ck.pids, ck.grid):
+        out = [pairs + [(p, z3.IntVal(i))] for pairs in out for i in range(max(n, 1))]
+    for f in w.frames:
+        if f.kind != "loop":
+            continue
+        grown = []
+        for pairs in out:
+            start, stop, step = (_int(x, pairs) for x in (f.start, f.stop, f.step))
+            if None in (start, stop, step) or step <= 0:
+                return None
+            trips = max(0, -(-(stop - start) // step))
+            if len(grown) + trips > limit:
+                return None
+            for t in range(trips):
+                extra = [(f.var, z3.IntVal(t))]
+                if f.value is not None and z3.is_const(f.value) and not f.value.eq(f.var):
+                    extra.append((f.value, z3.IntVal(start + t * step)))  # linear index
+                grown.append(pairs + extra)
+            if len(grown) > limit:
+                return None
+        out = grown
+    return out
+
+
+def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
+    """The tile origins the instances of block-form write `w` reach where its path holds,
+    or None when that cannot be worked out on integers."""
+    insts = instances(ck, w, limit)
+    if insts is None:
+        return None
+    reached = set()
+    for pairs in insts:
+        on = [_true(c, pairs) for c in w.path]
+        if None in on:
+            return None
+        if not all(on):
+            continue
+        o = tuple(_int(b, pairs) for b in bases)
+        if None in o:
+            return None
+        reached.add(o)
+    return reached
+
+
+def missing_origin(sizes, blocks, reached: set[tuple]) -> tuple | None:
+    """The first tile origin of a tensor of `sizes` in tiles of `blocks` not in `reached`."""
+    for o in itertools.product(*[range(0, n, b) for n, b in zip(sizes, blocks)]):
+        if o not in reached:
+            return o
+    return None
+
+
+def nearest(ck, ws, y) -> tuple | None:
+    """(model, write) of the element written closest to `y` (L1 distance of coordinates),
+    or None when no write has a live element or the query is undecided."""
+    best = None
+    for w in ws:
+        opt = z3.Optimize()
+        opt.set("timeout", ck.query_timeout_ms())
+        cons = list(w.path) + axis_ranges(w.shape) + [w.live]
+        names = frozenset().union(*[ck._var_names([c]) for c in cons + list(w.coords)])
+        opt.add(*cons, *ck._links(names))
+        dist = sum(z3.If(c >= v, c - v, v - c) for c, v in zip(w.coords, y))
+        opt.minimize(dist)
+        ck.report.queries += 1
+        if opt.check() != z3.sat:
+            continue
+        m = opt.model()
+        d = evaluate(m, dist)
+        if d is not None and (best is None or d < best[0]):
+            best = (d, m, w)
+    return None if best is None else best[1:]
+
+
+__all__ = ["LIMIT", "instances", "missing_origin", "nearest", "origins"]
