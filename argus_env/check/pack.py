@@ -114,6 +114,14 @@ CompleteRule = Callable[[Any, str], "str | None"]                   # (ck, name)
 ConcreteOpRule = Callable[[Any, str, int, list, Any], None]         # (it, op, line, ops, out)
 #: concrete: a store/atomic_add of `value` through `ref` where `active` holds
 ConcreteWriteRule = Callable[[Any, str, int, Any, Any, Any], None]  # (it, op, line, ref, value, active)
+#: concrete: an elementwise math call such as `A.exp(x)`, before its result is built
+ConcreteCallRule = Callable[[Any, str, int, Any], None]             # (it, fn, line, x)
+#: concrete: a reduction built `out`; `present` is where some reduced lane carries data
+ConcreteReduceRule = Callable[[Any, str, int, Any, Any], None]      # (it, fn, line, out, present)
+#: concrete: a `dot` product (before `acc` is added)
+ConcreteDotRule = Callable[[Any, int, Any], None]                   # (it, line, product)
+#: concrete: two values of the pack's tag meet elementwise: their combination
+ConcreteMergeRule = Callable[[Any, Any], Any]                       # (prev Tag, tag) -> Tag
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,10 @@ class InvariantPack:
     # ---- concrete interpreter hooks
     concrete_ops: Mapping[str, ConcreteOpRule] = field(default_factory=dict)
     concrete_write: tuple[ConcreteWriteRule, ...] = ()
+    concrete_calls: Mapping[str, ConcreteCallRule] = field(default_factory=dict)
+    concrete_reduce: Mapping[str, ConcreteReduceRule] = field(default_factory=dict)
+    concrete_dot: tuple[ConcreteDotRule, ...] = ()
+    concrete_merge: Mapping[str, ConcreteMergeRule] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -172,9 +184,10 @@ class InvariantPack:
         if self.report_slots is not None and self.report_slots < 1 + len(names):
             raise ValueError(f"pack {self.name!r}: report_slots={self.report_slots} is less "
                              f"than 1 + {len(names)} classes")
-        for key in ("binop", "calls", "reduce", "merge", "concrete_ops"):  # own copies
+        for key in ("binop", "calls", "reduce", "merge", "concrete_ops", "concrete_calls",
+                    "concrete_reduce", "concrete_merge"):  # own copies
             object.__setattr__(self, key, dict(getattr(self, key)))
-        for key in ("dot", "write", "concrete_write"):
+        for key in ("dot", "write", "concrete_write", "concrete_dot"):
             object.__setattr__(self, key, tuple(getattr(self, key)))
 
     @property

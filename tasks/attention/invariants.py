@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from argus_env.check.concrete.values import Tag, first
 from argus_env.check.pack import (INTERNAL, Conflict, InvariantClass, InvariantPack,
                                   register_pack)
 
@@ -170,6 +173,105 @@ def check_relations(ck, out, shape, what: str) -> None:
                 ck.proven(f"{what}: {b} follows from {a}")
 
 
+# ---------------------------------------------------------------- the concrete interpreter
+# The same rules over one instance's numpy arrays (`argus_env.check.concrete`): a `Tag` has
+# a value at every element and says where it is carried.
+
+def c_version(it) -> int:
+    """The point a maximum is taken at: the innermost runtime loop's value, else 0."""
+    if it.runtime:
+        return int(it.env[it.runtime[-1]].value)
+    return 0
+
+
+def c_on_reduce(it, fn: str, line: int, out, present) -> None:
+    if out.tags:
+        out.tags["@mx"] = Tag(np.full(out.shape, c_version(it), dtype=np.int64), present)
+
+
+def c_newer(prev, t):
+    both = prev.has & t.has
+    val = np.where(both, np.maximum(prev.val, t.val), np.where(prev.has, prev.val, t.val))
+    return Tag(val, prev.has | t.has)
+
+
+def c_on_subtract(it, op: str, line: int, ops: list, out) -> None:
+    x, y = ops
+    if "@mx" not in y.tags:
+        return
+    out.tags.pop("@mx", None)
+    if "@mx" in x.tags:
+        out.tags["@from"], out.tags["@to"] = x.tags["@mx"], y.tags["@mx"]
+    else:
+        out.tags["@ref"] = y.tags["@mx"]
+
+
+def c_on_multiply(it, op: str, line: int, ops: list, out) -> None:
+    x, y = ops
+    factor, value = (x, y) if "@from" in x.tags else (y, x) if "@from" in y.tags else (None, None)
+    if factor is not None:
+        f, to = factor.tags["@from"], factor.tags["@to"]
+        if "@ref" in value.tags:
+            r = value.tags["@ref"]
+            it.checked("rescale", line, "softmax")
+            el = first(f.has & r.has & (f.val != r.val)) if it.wants("softmax", line) else None
+            if el is not None:
+                it.violate("softmax", "rescale", line, "a value taken relative to the maximum "
+                           "of one iteration is rescaled by the factor of another iteration's "
+                           "change", element=el, tile=out,
+                           expected={"max version": int(f.val[el])},
+                           actual={"max version": int(r.val[el])})
+        for name in ("@from", "@to", "@mx"):
+            out.tags.pop(name, None)
+        out.tags["@ref"] = to
+    factor_value = x.fval if y.tags else y.fval if x.tags else None
+    if scale_tag(it, factor_value):
+        out.tags["@base2"] = Tag(np.ones(out.shape, dtype=np.int64), np.ones(out.shape, dtype=bool))
+
+
+def c_check_exponent(it, fn: str, line: int, x) -> None:
+    """exp_base and the causal mask, before an exponent."""
+    data = [n for n in x.tags if not n.startswith(INTERNAL)]
+    live = np.zeros(x.shape, dtype=bool)
+    for n in data:
+        live |= x.tags[n].has
+    if data and live.any():
+        base2 = "@base2" in x.tags
+        it.checked(fn, line, "exp_base")
+        if (fn == "exp2") != base2 and it.wants("exp_base", line):
+            it.violate("exp_base", fn, line, f"{fn} of values " + (
+                "not scaled by log2(e): fold log2(e) into the softmax scale" if fn == "exp2"
+                else "scaled by log2(e): use exp2, or drop log2(e) from the scale"),
+                element=first(live), tile=x,
+                expected={"scale": "SCALE * log2(e)"} if fn == "exp2" else {"function": "exp2"},
+                actual={"scale": "SCALE"} if fn == "exp2" else {"function": "exp"})
+    pair = causal_pair(it.kernel.consts)
+    if pair and pair[0] in x.tags and pair[1] in x.tags:
+        q, k = x.tags[pair[0]], x.tags[pair[1]]
+        it.checked(fn, line, "causal")
+        el = first(q.has & k.has & (k.val > q.val)) if it.wants("causal", line) else None
+        if el is not None:
+            it.violate("causal", fn, line, f"{fn} of a score whose key comes after its query: "
+                       "mask it before the exponent, or skip its block", element=el, tile=x,
+                       expected={pair[1]: f"<= {pair[0]}"},
+                       actual={pair[0]: int(q.val[el]), pair[1]: int(k.val[el])})
+
+
+def c_check_relations(it, line: int, out) -> None:
+    """GQA: where a query head and a KV head meet in a dot, KVH = H // GROUP."""
+    for a, b, fn, invariant in tag_relations(it.kernel.consts):
+        if a in out.tags and b in out.tags:
+            ta, tb = out.tags[a], out.tags[b]
+            it.checked("dot", line, invariant)
+            want = fn(ta.val)
+            want = np.floor(want).astype(np.int64) if isinstance(want, np.ndarray) else want
+            el = first(ta.has & tb.has & (tb.val != want)) if it.wants(invariant, line) else None
+            if el is not None:
+                it.violate(invariant, "dot", line, f"a query head meets {b} other than the one "
+                           "it maps to", element=el, tile=out,
+                           expected={b: int(want[el])}, actual={a: int(ta.val[el]), b: int(tb.val[el])})
+
+
 PACK = register_pack(InvariantPack(
     "attention",
     classes=(
@@ -185,4 +287,9 @@ PACK = register_pack(InvariantPack(
     dot=(check_relations,),
     merge={"@mx": newer},
     conflict=conflict,
+    concrete_ops={"-": c_on_subtract, "*": c_on_multiply},
+    concrete_calls={"exp": c_check_exponent, "exp2": c_check_exponent},
+    concrete_reduce={"max": c_on_reduce, "min": c_on_reduce},
+    concrete_dot=(c_check_relations,),
+    concrete_merge={"@mx": c_newer},
 ))

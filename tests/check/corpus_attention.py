@@ -88,8 +88,6 @@ CORPUS += [
     M("lazy-acc-not-rescaled", "space:lazy", ("acc = acc * alpha[:, None]\n", "acc = acc\n"), "softmax"),
     M("lazy-max-not-moved", "space:lazy", ("m_i = m_blk\n", "m_i = m_i\n"), "softmax"),
     M("lazy-p-against-block-max", "space:lazy", ("p = A.exp(s - m_i[:, None])", "p = A.exp(s - m_blk[:, None])"), "softmax", FULL),
-    M("lazy-rowsum-by-unthresholded-factor", "space:lazy",
-      ("l_i = l_i * alpha\n", "l_i = l_i * A.exp(m_i - A.maximum(m_i, A.max(s, 1)))\n"), "softmax"),
     M("lazy-acc-rescaled-outside-test", "space:lazy-expert",
       (("acc = acc * alpha[:, None]\n", "acc = acc\n"), ("acc = A.dot(A.cast(p, A.bf16), v_tile, acc)",
                                                           "acc = A.dot(A.cast(p, A.bf16), v_tile, acc * A.exp2(m_i - m_blk)[:, None])")), "softmax", FULL),
@@ -122,3 +120,14 @@ CORPUS += [
       "order", FULL),
 ]
 assert len({m.name for m in CORPUS}) == len(CORPUS)
+
+#: rewrites that change nothing a program computes: never a violation (the first was a
+#: corpus case once, caught as `softmax`: the factor written out again is alpha itself, and
+#: the symbolic checker gave the two copies of `A.max(s, 1)` independent lanes)
+SAFE = [
+    M("lazy-rowsum-factor-written-out", "space:lazy",
+      ("l_i = l_i * alpha\n", "l_i = l_i * A.exp(m_i - A.maximum(m_i, A.max(s, 1)))\n"), ""),
+    M("max-taken-twice", "baseline", ("m_new = A.maximum(m_i, A.max(s, 1))",
+                                      "m_new = A.maximum(A.maximum(m_i, A.max(s, 1)), A.max(s, 1))"),
+      "", FULL),
+]

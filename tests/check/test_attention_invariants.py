@@ -5,7 +5,9 @@ import pytest
 from argus_env.check import check_program
 from argus_env.task import get_task
 
-from corpus_attention import CORPUS
+from argus_env.check.symbolic.checker import DEFAULT_NUM_SMS
+
+from corpus_attention import CAUSAL, CORPUS, FULL, GQA4, SAFE
 
 TASK = get_task("attention")
 SIZES = list(TASK.cpu_shapes) + [c.sizes for c in TASK.shapes[:2]] + [TASK.shapes[8].sizes]
@@ -43,3 +45,29 @@ def test_seeded_attention_bug_is_caught(mutation):
     if v.invariant == "head_map":
         group = mutation.sizes["H"] // mutation.sizes["KVH"]
         assert v.actual["KVH"] != v.actual["H"] // group, v.render()
+
+
+@pytest.mark.parametrize("mutation", SAFE, ids=lambda m: m.name)
+def test_rewrites_that_change_nothing_are_proven(mutation):
+    report = check_program(mutation.program(), mutation.sizes, TASK)
+    assert report.ok, f"{mutation.name}:\n{report.render()}"
+
+
+# ---- the concrete enumerator against the symbolic checker, on every corpus program
+@pytest.mark.parametrize("mutation", CORPUS + SAFE, ids=lambda m: m.name)
+def test_the_concrete_enumerator_agrees(mutation):
+    """Every instance run at the corpus sizes, with the symbolic checker's SM count; an `if`
+    on floating-point data (lazy rescaling) is run both ways."""
+    prog = mutation.program()
+    sym = check_program(prog, mutation.sizes, TASK)
+    con = check_program(prog, mutation.sizes, TASK, method="concrete", num_sms=DEFAULT_NUM_SMS)
+    assert sym.kinds() == con.kinds(), \
+        f"symbolic {sorted(sym.kinds())} vs concrete {sorted(con.kinds())}\n{sym.render()}\n{con.render()}"
+
+
+@pytest.mark.parametrize("which", ["baseline", "expert"])
+@pytest.mark.parametrize("sizes", [CAUSAL, FULL, GQA4], ids=["causal", "full", "gqa4"])
+def test_the_concrete_enumerator_proves_the_task_programs(which, sizes):
+    report = check_program(TASK.bind(TASK.program(which), sizes), sizes, TASK, method="concrete",
+                           num_sms=DEFAULT_NUM_SMS)
+    assert report.ok, report.render()

@@ -46,6 +46,8 @@ def dot(it, e: ir.Call) -> Val:
         _check_operands(it, e, inv, a, b, ta, tb, Val(shape, layout=layout))
     product = _contract(a, b, ta, tb)
     product.layout = layout
+    for rule in it.sh.pack.concrete_dot if it.sh.pack is not None else ():
+        rule(it, line, product)
     out = product
     if acc is not None:
         acc = acc.moved(layout=layout)
@@ -154,7 +156,13 @@ def _kept(at: Tag | None, bt: Tag | None, fa, fb, shape) -> Tag:
 
 def _contracted(at: Tag | None, bt: Tag | None, ta, tb, fb) -> Cov | None:
     """Counts of a contracted name's values over the contributing lanes: `a`'s value where
-    `a` carries the name, else `b`'s."""
+    `a` carries the name, else `b`'s. A name both operands carry is counted only at lanes
+    where both carry it (a masked-off score that picked up its row's maximum carries data,
+    but no key)."""
+    if at is not None and bt is not None:
+        tb = tb & bt.has
+        ta = ta & at.has
+        fb = tb.astype(F32)
     no = np.zeros_like(ta)
     wa = ta & at.has if at is not None else no                # a gives the value
     ma = ta & ~at.has if at is not None else ta               # a tagged, without the name

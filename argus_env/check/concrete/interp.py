@@ -63,6 +63,11 @@ class ProbeDone(Exception):
     """Raised after the statement where the probe captured its values: the replay is over."""
 
 
+class Fork(Exception):
+    """An `if` on floating-point data with no decision taken yet: the instance is run again
+    once per way it can go (`run.run_instance`)."""
+
+
 @functools.lru_cache(maxsize=64)
 def fragment(policy: str, shape: tuple[int, int], num_warps: int):
     try:
@@ -101,6 +106,11 @@ class Shared:
     target: object = None                       # argus_env.target.Target: MMA defaults
     order_names: frozenset | None = None        # names the order rules check (`order.py`)
     body: tuple = ()                            # the statements of the launch being run
+    #: the ways taken by the `if`s on floating-point data met so far in this path of the
+    #: instance, in order (`run.run_instance` explores every sequence)
+    decisions: list = field(default_factory=list)
+    cursor: int = 0
+    branches: bool = False                      # the launch holds an `if`
     #: the writes of finished launches, per tensor: what a later launch reads from a
     #: workspace covers what they wrote there (`memory.load`)
     memory: dict = field(default_factory=dict)
@@ -118,6 +128,7 @@ class Interp:
         self.env: dict[str, object] = {}
         self.current: ir.Stmt | None = None   # the statement being run, for `source`
         self.loops: list[frozenset[str]] = []   # loop-carried names of the enclosing loops
+        self.runtime: list[str] = []   # variables of the enclosing runtime (not static) loops
         self.fixed = {p.name for p in self.kernel.params} | set(self.kernel.sizes)
         for p in self.kernel.params:
             if p.kind == "tensor":
@@ -155,7 +166,14 @@ class Interp:
         elif isinstance(s, ir.For):
             self.loop(s)
         elif isinstance(s, ir.If):
-            cond = self.known(self.val(s.cond), "`if` condition")
+            v = self.val(s.cond)
+            if v.value is None:  # on floating-point data: each way, in its own path
+                if self.sh.cursor >= len(self.sh.decisions):
+                    raise Fork
+                cond = self.sh.decisions[self.sh.cursor]
+                self.sh.cursor += 1
+            else:
+                cond = self.known(v, "`if` condition")
             before = set(self.env)
             self.block(s.body if bool(cond) else s.orelse)
             self.forget(before | (_assigned(s.body) & _assigned(s.orelse)))
@@ -177,6 +195,9 @@ class Interp:
         carried = self.sh.carried.get(id(s), frozenset())
         before = set(self.env)
         self.loops.append(carried)
+        runtime = s.iter.fn != "static_range"
+        if runtime:
+            self.runtime.append(s.var)
         for v in trips:
             self.env[s.var] = scalar(v)
             for name in carried:
@@ -185,6 +206,8 @@ class Interp:
                     self.env[name] = held.moved(carried=True)
             self.block(s.body)
         self.loops.pop()
+        if runtime:
+            self.runtime.pop()
         self.forget(before)
 
     def forget(self, visible: set[str]) -> None:

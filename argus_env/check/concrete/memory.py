@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...ir import nodes as ir
+from .bounds import bound
 from .ops import merge_tags
 from .values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_sum, cov_text,
                      coverage_mismatch, expect_range, first, reshape, summary, widen)
@@ -185,6 +186,17 @@ class TensorWrites:
         np.add.at(total, idx, widen(c, lo, hi))
         into[name] = Cov(lo, total)
 
+    def copy(self) -> "TensorWrites":
+        """An independent copy (a path of an instance starts from it)."""
+        out = TensorWrites(self.extent, keep=self.keep)
+        out.stores, out.atomics, out.writer = self.stores.copy(), self.atomics.copy(), \
+            self.writer.copy()
+        out.records = list(self.records)
+        out.atomic_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.atomic_cov.items()}
+        out.written_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.written_cov.items()}
+        out.atomic_line = self.atomic_line
+        return out
+
     def read(self, flat: np.ndarray, active: np.ndarray) -> dict[str, Cov]:
         """The coverage written to the elements `flat` (an access's shape), where `active`."""
         out = {}
@@ -218,7 +230,9 @@ def store(it, e: ir.Call) -> None:
             tw.add_coverage(name, idx, Cov(c.lo, c.counts[written]), into=tw.written_cov)
     for rule in it.sh.pack.concrete_write if it.sh.pack is not None else ():
         rule(it, op, line, ref, v, active)
-    for name, (lo, hi) in it.task_cov.get(ref.param.name, {}).items():
+    for name, (lo_text, hi_text) in it.task_cov.get(ref.param.name, {}).items():
+        where = dict(zip(ref.param.dims, ref.coords))   # the bounds may name pos(DIM)
+        lo, hi = (bound(t, it.sizes, where) for t in (lo_text, hi_text))
         if op == "atomic_add":
             tw.add_coverage(name, idx, None if cov_of(v, name) is None else
                             Cov(cov_of(v, name).lo, cov_of(v, name).counts[written]))
@@ -230,9 +244,11 @@ def store(it, e: ir.Call) -> None:
             el = first(coverage_mismatch(v, name, lo, hi, written))
         if el is not None:
             got = cov_text(v, name, el)
+            want = expect_range(int(np.broadcast_to(lo, ref.shape)[el]),
+                                int(np.broadcast_to(hi, ref.shape)[el]))
             it.violate("coverage", op, line, f"{ref.param.name}{list(ref.at(el))} is stored "
-                       f"with {name} coverage {got}; the task requires {expect_range(lo, hi)}, "
-                       "each index once", element=el, tile=v, expected={name: expect_range(lo, hi)},
+                       f"with {name} coverage {got}; the task requires {want}, "
+                       "each index once", element=el, tile=v, expected={name: want},
                        actual={name: got}, tensor=ref.param.name, coords=ref.at(el))
 
 

@@ -67,15 +67,23 @@ def merge_tags(it, op: str, line: int, ops: list[Val]) -> dict[str, Tag]:
                 prev = out[name]
                 out[name] = Tag(np.where(prev.has, prev.val, t.val), prev.has | t.has)
                 continue
-            it.checked(op, line, "tag_conflict")
+            pack = it.sh.pack
+            rule = pack.concrete_merge.get(name) if pack is not None else None
+            if rule is not None:  # the pack's own way to combine two values of its tag
+                out[name] = rule(out[name], t)
+                continue
+            c = pack.conflict(it, name) if pack is not None and pack.conflict else None
+            inv, label = (c.invariant, c.label or name) if c is not None else ("tag_conflict", name)
+            it.checked(op, line, inv)
             prev = out[name]
             both = prev.has & t.has
-            el = first(both & (prev.val != t.val)) if it.wants("tag_conflict", line) else None
+            el = first(both & (prev.val != t.val)) if it.wants(inv, line) else None
             if el is not None:
-                it.violate("tag_conflict", op, line,
-                           f"`{op}` meets two values of tag {name} at one element",
-                           element=el, tile=ops[0], expected={name: int(prev.val[el])},
-                           actual={name: int(t.val[el])})
+                it.violate(inv, op, line,
+                           f"`{op}` meets two values of {label} at one element"
+                           + (c.note if c is not None else ""),
+                           element=el, tile=ops[0], expected={label: int(prev.val[el])},
+                           actual={label: int(t.val[el])})
             out[name] = Tag(np.where(prev.has, prev.val, t.val), prev.has | t.has)
     return out
 
@@ -127,6 +135,9 @@ def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
             for n in {n for o in ops for n in o.cset}}
     layout = next((o.layout for o in vals if o.layout and o.shape == shape), None)
     out = Val(shape, value, tags, cov, sets, layout)
+    if len(vals) == 2 and all(v.fval is not None for v in vals) and op in ("+", "-", "*", "/"):
+        a, b = (v.fval for v in vals)  # compile-time float arithmetic (softmax scales)
+        out.fval = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[op]
     if op in ("*", "/") and len(ops) == 2:  # normalised by its own total
         finalise(it, out, line, normalised(ops))
     rule = it.sh.pack.concrete_ops.get(op) if it.sh.pack is not None else None
@@ -234,6 +245,9 @@ def cast(it, e: ir.Call) -> Val:
 
 def float_unary(it, e: ir.Call) -> Val:
     x = it.val(e.arg("x"))
+    rule = it.sh.pack.concrete_calls.get(e.fn) if it.sh.pack is not None else None
+    if rule is not None:
+        rule(it, e.fn, e.loc.line, x)
     return elementwise(it, e.fn, e.loc.line, [x], None)
 
 
@@ -292,7 +306,11 @@ def reduce(it, e: ir.Call) -> Val:
             [c] + ([target[name]] if name in target else []), shape)
     fn = {"sum": np.sum, "max": np.max, "min": np.min}[e.fn]
     value = None if x.value is None else fn(x.value, axis=ax)
-    return Val(shape, value, tags, cov, sets)
+    out = Val(shape, value, tags, cov, sets)
+    rule = it.sh.pack.concrete_reduce.get(e.fn) if it.sh.pack is not None else None
+    if rule is not None:  # where some reduced lane carries data
+        rule(it, e.fn, e.loc.line, out, w.any(axis=ax))
+    return out
 
 
 def _lane_sum(c: Cov, w: np.ndarray, ax: int, as_set: bool) -> Cov:

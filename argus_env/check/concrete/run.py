@@ -19,7 +19,6 @@ Choices where SEMANTICS.md leaves room (closest to Triton's behaviour):
 
 from __future__ import annotations
 
-import ast
 import itertools
 import math
 import time
@@ -30,7 +29,8 @@ from ...dsl.program import Program
 from ...dsl.semantic import _assigned, launches
 from ...ir import nodes as ir
 from ...ir.rewrite import walk
-from .interp import Interp, Probe, ProbeDone, Shared, stmt_text
+from .bounds import bound, size_expr
+from .interp import Fork, Interp, Probe, ProbeDone, Shared, stmt_text
 from .memory import TensorWrites
 from .ops import ConcreteError
 from .values import Val, cov_text, coverage_mismatch, describe, expect_range, first
@@ -67,7 +67,7 @@ def check_concrete(program: Program, sizes: dict[str, int], task=None, inputs: d
         total += count
         grids.append(sh.grid)
         for pid in instances(sh.grid):
-            Interp(sh, pid).run()
+            run_instance(sh, pid)
         _whole_program(sh, program)
     sizes_text = ", ".join(f"{k}={v}" for k, v in sh.sizes.items())
     shown = ", ".join(str(g) for g in grids)
@@ -110,11 +110,11 @@ def replay(program: Program, violation: Violation, task=None, inputs: dict | Non
     for i in range(last):  # the launches before write what this one reads
         _launch(sh, program, i)
         for pid in instances(sh.grid):
-            Interp(sh, pid).run()
+            run_instance(sh, pid)
     _launch(sh, program, last)
     if not violation.program_id:
         for pid in instances(sh.grid):
-            Interp(sh, pid).run()
+            run_instance(sh, pid)
         return {**head, **_element_writes(sh, violation.tensor, violation.coords)}
     sh.probe = Probe(violation)
     try:
@@ -125,6 +125,37 @@ def replay(program: Program, violation: Violation, task=None, inputs: dict | Non
         raise LookupError(f"replay: {violation.op} at line {violation.line} is not reached by "
                           f"program {tuple(violation.program_id)} with {violation.names}")
     return {**head, **sh.probe.found}
+
+
+#: most paths one instance is run along (each `if` on floating-point data doubles them)
+MAX_PATHS = 1024
+
+
+def run_instance(sh: Shared, pid: tuple[int, ...]) -> None:
+    """Run instance `pid` along every way its `if`s on floating-point data can go (the
+    symbolic checker merges both branches; here each is a path of its own). Every path's
+    violations are recorded; the writes are those of the last path, each path starting
+    from the writes the instances before left."""
+    sh.decisions, sh.cursor = [], 0
+    if not sh.branches:  # no `if` in this launch: one path
+        Interp(sh, pid).run()
+        return
+    saved = {n: tw.copy() for n, tw in sh.writes.items()}
+    todo, paths = [[]], 0
+    while todo:
+        paths += 1
+        if paths > MAX_PATHS:
+            raise ConcreteError(f"concrete: program {pid} branches on floating-point data along "
+                                f"more than {MAX_PATHS} paths; the concrete checker is meant "
+                                "for small sizes")
+        sh.decisions, sh.cursor = todo.pop(), 0
+        if paths > 1:
+            sh.writes = {n: tw.copy() for n, tw in saved.items()}
+        try:
+            Interp(sh, pid).run()
+        except Fork:
+            todo += [sh.decisions + [False], sh.decisions + [True]]
+    sh.decisions, sh.cursor = [], 0
 
 
 # ---------------------------------------------------------------- setup
@@ -141,10 +172,11 @@ def _prepare(program: Program, sizes: dict[str, int], task, inputs, num_sms: int
         raise ValueError(f"check_concrete: sizes lack {missing}; {program.name} needs "
                          f"{list(kernel.sizes)}")
     sizes = {s: int(sizes[s]) for s in kernel.sizes}
-    task_cov = {}
-    for tensor, rels in (getattr(task, "store_coverage", None) or {}).items():
-        task_cov[tensor] = {name: (size_expr(lo, sizes), size_expr(hi, sizes))
-                            for name, (lo, hi) in rels.items()}
+    # the coverage each output element must end with, as bound texts (`bounds.bound`: a
+    # causal row's keys depend on the row)
+    required = task.store_coverage_for(kernel.consts) if hasattr(task, "store_coverage_for") \
+        else getattr(task, "store_coverage", None)
+    task_cov = {tensor: dict(rels) for tensor, rels in (required or {}).items()}
     sh = Shared(kernel, sizes, (), num_sms, dict(inputs or {}), task_cov, loop_carried(kernel),
                 pack=pack_of(task))
     _launch(sh, program, 0)
@@ -162,6 +194,7 @@ def _launch(sh: Shared, program: Program, i: int) -> None:
                 sh.memory.setdefault(name, []).append(tw)
     grid, body = launches(kernel)[i]
     sh.body = tuple(body)
+    sh.branches = any(isinstance(n, ir.If) for s in body for n in walk(s))
     host = Interp(sh, ())
     sh.grid = tuple(max(int(host.known(host.val(d), "grid")), 0) for d in grid.arg("dims").elts)
     later = set().union(*info.launch_loads[i + 1:]) if i + 1 < len(info.launch_loads) else set()
@@ -176,27 +209,6 @@ def _launch_at(program: Program, line: int) -> int:
     """The launch whose statements hold source line `line` (the last one starting before)."""
     starts = [grid.loc.line for grid, _ in launches(program.kernel)]
     return max([i for i, s in enumerate(starts) if s <= line], default=0)
-
-
-_SIZE_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-             ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
-             ast.Mod: lambda a, b: a % b}
-
-
-def size_expr(text: str, sizes: dict[str, int]) -> int:
-    """Evaluate a bound such as "K" or "K // 2" over size names, without eval()."""
-    def ev(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name) and node.id in sizes:
-            return sizes[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _SIZE_OPS:
-            return _SIZE_OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        raise ValueError(f"coverage bound {text!r}: only integers, the size names "
-                         f"{sorted(sizes)} and + - * // % are allowed")
-    return ev(ast.parse(str(text), mode="eval").body)
 
 
 def loop_carried(kernel: ir.Kernel) -> dict[int, frozenset[str]]:
@@ -259,21 +271,25 @@ def _whole_program(sh: Shared, program: Program) -> None:
 
 
 def _atomic_coverage(sh: Shared, s: ir.ExprStmt, tensor: str, tw: TensorWrites, name: str,
-                     lo: int, hi: int) -> None:
+                     lo_text: str, hi_text: str) -> None:
     """The coverage summed over all atomic_add contributions must be the task's range."""
     line = tw.atomic_line or s.loc.line
     sh.rec.checked("atomic_add", line, "coverage")
     c = tw.atomic_cov.get(name)
     v = Val((tw.atomics.size,), cov={} if c is None else {name: c})
+    dims = sh.kernel.param(tensor).dims
+    flat = np.unravel_index(np.arange(tw.atomics.size), tw.extent)
+    lo, hi = (bound(t, sh.sizes, dict(zip(dims, flat))) for t in (lo_text, hi_text))
     el = first(coverage_mismatch(v, name, lo, hi, tw.atomics > 0))
     if el is None or not sh.rec.wants("coverage", line):
         return
     coords, got = _coords(tw, el[0]), cov_text(v, name, el)
+    want = expect_range(int(np.broadcast_to(lo, v.shape)[el]), int(np.broadcast_to(hi, v.shape)[el]))
     sh.rec.add(Violation(
         "coverage", "atomic_add", line, f"the atomic_add contributions to {tensor}"
-        f"{list(coords)} cover {name} as {got}; the task requires {expect_range(lo, hi)}, "
+        f"{list(coords)} cover {name} as {got}; the task requires {want}, "
         "each index once", source=stmt_text(s), sizes=dict(sh.sizes), tensor=tensor,
-        coords=coords, expected={name: expect_range(lo, hi)}, actual={name: got}))
+        coords=coords, expected={name: want}, actual={name: got}))
 
 
 def _coords(tw: TensorWrites, flat: int) -> tuple[int, ...]:

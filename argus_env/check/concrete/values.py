@@ -54,6 +54,7 @@ class Val:
     cset: dict[str, Cov] = field(default_factory=dict)
     layout: str | None = None      # fragment policy of a dot result ("wgmma", "mma_v2")
     carried: bool = False          # held by a loop-carried name at an iteration's start
+    fval: float | None = None      # a compile-time float scalar's value (softmax scales)
 
     @property
     def is_scalar(self) -> bool:
@@ -70,7 +71,7 @@ def scalar(value) -> Val:
         return Val((), np.array(value))
     if isinstance(value, (int, np.integer)):
         return Val((), np.array(int(value), dtype=np.int64))
-    return Val(())
+    return Val((), fval=float(value) if isinstance(value, float) else None)
 
 
 def untagged(shape: tuple[int, ...], value: np.ndarray | None) -> Val:
@@ -219,13 +220,15 @@ def cov_of(v: Val, name: str) -> Cov | None:
     return v.cov.get(name) or v.cset.get(name)
 
 
-def coverage_mismatch(v: Val, name: str, lo: int, hi: int, where: np.ndarray) -> np.ndarray:
-    """Elements (among `where`) whose coverage of `name` is not `lo <= k < hi`, each once."""
+def coverage_mismatch(v: Val, name: str, lo, hi, where: np.ndarray) -> np.ndarray:
+    """Elements (among `where`) whose coverage of `name` is not `lo <= k < hi`, each once;
+    `lo` and `hi` are integers or arrays of the elements' own bounds (a causal row's keys)."""
     c = cov_of(v, name)
     if c is None:
-        return where & (hi > lo)
-    w_lo, w_hi = min(c.lo, lo), max(c.hi, hi)
-    want = range_counts(lo, hi, w_lo, w_hi)
+        return where & (np.asarray(hi) > np.asarray(lo))
+    w_lo, w_hi = min(c.lo, int(np.min(lo))), max(c.hi, int(np.max(hi)))
+    idx = np.arange(w_lo, w_hi)
+    want = ((idx >= np.asarray(lo)[..., None]) & (idx < np.asarray(hi)[..., None])).astype(np.int32)
     return where & (widen(c, w_lo, w_hi) != want).any(axis=-1)
 
 

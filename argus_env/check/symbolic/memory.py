@@ -252,7 +252,10 @@ def dot(ck, call: ir.Call) -> SV:
             # present where some lane contributes (a lane within the contraction)
             tags[name] = (z3.And(subst(z3.And(g, other.live()), some), anyl >= 0, anyl < k),
                           subst(v, some))
-    cov = {name: [Cov((lane,), z3.And(live, lane >= 0, lane < k), a2.tags[name][1], "sum")]
+    # a lane adds an index of a contracted name where both operands carry that name there
+    # (a masked-off score that picked up its row's maximum carries data, but no key)
+    cov = {name: [Cov((lane,), z3.And(live, a2.tags[name][0], b2.tags[name][0], lane >= 0,
+                                      lane < k), a2.tags[name][1], "sum")]
            for name in contracted}
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"

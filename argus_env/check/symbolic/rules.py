@@ -279,6 +279,19 @@ def _tag(ck, e):
 def _reduce(ck, e):
     x = ck.expr(e.arg("x"))
     axis = ck.const(e.arg("axis"))
+    # the same value reduced again (`A.max(s, 1)` written twice) is the same result: one
+    # existential lane for both, so that "some lane carries it" cannot differ between them
+    memo = ck.memo.setdefault("reductions", {})
+    hit = memo.get((id(x), axis, e.fn))
+    if hit is not None and hit[0] is x:
+        out = hit[1]
+        return replace(out, tags=dict(out.tags), cov={n: list(t) for n, t in out.cov.items()})
+    out = _reduce_new(ck, e, x, axis)
+    memo[(id(x), axis, e.fn)] = (x, out)
+    return replace(out, tags=dict(out.tags), cov={n: list(t) for n, t in out.cov.items()})
+
+
+def _reduce_new(ck, e, x, axis):
     lane = ck.vars.fresh("lane", "lane", 0, x.shape[axis])
     anyl = ck.vars.fresh("anylane", "lane", 0, x.shape[axis])
     pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]
