@@ -336,16 +336,36 @@ def _task_for(program, name: str | None):
 
 
 def cmd_check(args) -> int:
-    """Prove a DSL file's invariants at the task's shapes (problem constants bound per shape,
-    as the environment does) and at small ragged ones, or at `--sizes` (merged into the
-    task's first shape). Exits 0 when every check is proven, 1 when any is violated or
-    undecided."""
-    from .check import CheckUnsupported, check_program
+    """Prove a DSL file's invariants for all sizes where it can (the task's varying sizes,
+    once per combination of the other sizes its shapes have), and elsewhere at the task's
+    shapes (problem constants bound per shape, as the environment does), its small ragged
+    ones and adversarial ones (tiny, one past each tile size); or only at `--sizes` (merged
+    into the task's first shape). Exits 0 when every check is proven, 1 when any is
+    violated or undecided."""
+    from .check import CheckUnsupported, check_for_all_sizes, check_program
     from .dsl.program import Program
     program = Program.from_file(args.file)
     task = _task_for(program, args.task)
     cases = _check_cases(task, args.sizes)
-    results = []
+    results, proofs, why = [], {}, ""
+    if task is not None and not args.sizes and args.method == "symbolic":
+        names = getattr(task, "for_all_sizes", ())
+        for label, sizes in list(cases):
+            fixed = tuple(sorted((k, v) for k, v in sizes.items() if k not in names))
+            if fixed in proofs:
+                continue
+            try:
+                proofs[fixed], why = check_for_all_sizes(task.bind(program, sizes), sizes, task)
+            except CheckUnsupported as e:
+                print(f"argus: error: {e}", file=sys.stderr)
+                return 1
+        covered = {f for f, r in proofs.items() if r is not None and r.ok}
+        for fixed in covered:
+            results.append(("all sizes", dict(fixed), proofs[fixed]))
+        cases = [(label, sizes) for label, sizes in cases if tuple(sorted(
+            (k, v) for k, v in sizes.items() if k not in names)) not in covered]
+        if cases:
+            cases += _adversarial_cases(task, program, cases)
     for label, sizes in cases:
         bound = task.bind(program, sizes) if task is not None else program
         try:
@@ -360,7 +380,7 @@ def cmd_check(args) -> int:
     else:
         where = f" ({task.name} task)" if task else ""
         for label, sizes, report in results:
-            if report.ok and len(results) > 1 and not args.verbose:
+            if report.ok and (len(results) > 1 or label == "all sizes") and not args.verbose:
                 continue
             print(f"{args.file}{where} at {label} "
                   f"({', '.join(f'{k}={v}' for k, v in sizes.items())}):")
@@ -368,9 +388,29 @@ def cmd_check(args) -> int:
             for note in report.notes:
                 print(f"note: {note}")
         bad = [label for label, _, r in results if not r.ok]
-        print(f"{args.file}{where}: {len(results) - len(bad)} of {len(results)} sizes proven"
+        for label, fixed, r in results:
+            if label == "all sizes":
+                print(f"{args.file}{where}: proven {r.notes[-1]}")
+        if why and any(label != "all sizes" for label, _, _ in results):
+            print(f"{args.file}{where}: checked size by size: {why}")
+        print(f"{args.file}{where}: {len(results) - len(bad)} of {len(results)} checks proven"
               + (f"; not proven at {', '.join(bad)}" if bad else ""))
     return 0 if all(r.ok for _, _, r in results) else 1
+
+
+def _adversarial_cases(task, program, cases) -> list[tuple[str, dict]]:
+    """Sizes where masks and partial tiles go wrong, for a program checked size by size:
+    each varying size 1 (tiny), and one past each tile size of the program (a partial last
+    tile of one element), on the first shape's other sizes."""
+    names = [n for n in getattr(task, "for_all_sizes", ()) if n in cases[0][1]]
+    if not names:
+        return []
+    base = dict(cases[0][1])
+    tiles = sorted({v for k, v in program.kernel.consts.items()
+                    if isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 4096})
+    out = [("tiny", {**base, **{n: 1 for n in names}})]
+    out += [(f"one past {t}", {**base, **{n: t + 1 for n in names}}) for t in tiles[:4]]
+    return out
 
 
 def _check_cases(task, given: str | None) -> list[tuple[str, dict]]:

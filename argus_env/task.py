@@ -129,6 +129,11 @@ class Task:
     flags: tuple[str, ...] = ()
     #: sizes a shape names that no tensor has (problem constants such as top-k)
     extra_sizes: tuple[str, ...] = ()
+    #: sizes the checker may prove a program for all values of at once (the others fixed
+    #: as the shape has them), so that one proof serves every shape that differs in them
+    #: (`argus_env.check.check_for_all_sizes`); () when the task's programs depend on its
+    #: sizes otherwise than through index arithmetic (MoE's routing arrays)
+    for_all_sizes: tuple[str, ...] = ()
 
     def check_sizes(self, sizes: Sizes) -> None:
         """Raise `ValueError` for a custom shape the task cannot take (beyond each size

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .concrete import check_concrete
 from .pack import InvariantClass, InvariantPack, register_pack  # noqa: F401
+from .regimes import conditions
 from .report import (INVARIANTS, CheckTimeout, CheckUnsupported, InvariantReport,  # noqa: F401
                      Obligation, ReportLayout, Violation)
 
@@ -29,10 +30,64 @@ def check_program(program, sizes: dict, task=None, method: str = "symbolic",
     bounds the check: past it `CheckTimeout` is raised. An interrupted check raises
     `KeyboardInterrupt` rather than giving a verdict."""
     if method == "symbolic":
-        # z3 loads on the first proof, not with the package: a task declares its pack
-        # (`pack.py`) on machines that only measure and have no z3
-        from .symbolic import check
-        return check(program, sizes, task, deadline=deadline, **options)
+        return _symbolic()(program, sizes, task, deadline=deadline, **options)
     if method == "concrete":
         return check_concrete(program, sizes, task, **options)
     raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")
+
+
+def _symbolic():
+    """The symbolic checker's entry point. z3 loads on the first proof, not with the
+    package: a task declares its pack (`pack.py`) on machines that only measure and have
+    no z3."""
+    from .symbolic import check
+    return check
+
+
+#: every size proven for all values at once ranges over [1, 2**30]: index arithmetic stays
+#: inside 32 bits with room for a tile past the end
+FOR_ALL_RANGE = (1, 2**30 + 1)
+#: the solver's limit per query of such a proof: a query it cannot settle quickly falls
+#: back to the episode's sizes instead of holding the step
+FOR_ALL_TIMEOUT_MS = 400
+
+
+def for_all_names(program, task) -> tuple[tuple[str, ...], str]:
+    """The sizes `program` can be proven for all values of (the task's `for_all_sizes`
+    that the program has), and why none when there are none."""
+    names = tuple(n for n in getattr(task, "for_all_sizes", ()) if n in program.kernel.sizes)
+    if not names:
+        return (), "the task proves its programs at the episode's sizes only"
+    conds = conditions(program.kernel)
+    if conds:
+        return (), (f"the program tests its sizes (`{conds[0].text}`, line {conds[0].line}): "
+                    "it is checked at each size")
+    return names, ""
+
+
+def check_for_all_sizes(program, sizes: dict, task=None, deadline: float | None = None,
+                        **options) -> tuple[InvariantReport | None, str]:
+    """The invariants of `program` proven for every value of the task's varying sizes at
+    once (`Task.for_all_sizes`, each in `FOR_ALL_RANGE`; the other sizes as in `sizes`):
+    (report, "") when the proof went through — the report's status `proven` holds for all
+    those sizes, and a violation's `sizes` are its counterexample's —, or (None, why) when
+    the program is outside that fragment or the proof stayed undecided (then check it at
+    each size). Never a proof from an undecided query."""
+    names, why = for_all_names(program, task)
+    if not names:
+        return None, why
+    try:
+        report = _symbolic()(program, sizes, task, deadline=deadline,
+                       for_all={n: FOR_ALL_RANGE for n in names},
+                       timeout_ms=options.pop("timeout_ms", FOR_ALL_TIMEOUT_MS), **options)
+    except CheckUnsupported as e:
+        return None, f"not in the fragment proven for all sizes: {e}"
+    if report.status == "undecided":
+        o = report.undecided[0]
+        return None, f"undecided for all sizes: {o.what} (line {o.line}): {o.reason}"
+    lo, hi = FOR_ALL_RANGE
+    report.notes.append(f"for all {', '.join(names)} in [{lo}, {hi - 1}]"
+                        + (f" (the other sizes as given: " + ", ".join(
+                            f"{k}={v}" for k, v in sizes.items() if k not in names) + ")"
+                           if any(k not in names for k in sizes) else ""))
+    return report, ""

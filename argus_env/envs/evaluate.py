@@ -29,7 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..check import CheckTimeout, CheckUnsupported, InvariantReport, check_program
+from ..check import (FOR_ALL_RANGE, CheckTimeout, CheckUnsupported, InvariantReport,
+                     check_for_all_sizes, check_program)
 from ..dsl.program import Program
 from ..lower.build import LRU
 from ..measure.backends import Backend, Measurement
@@ -240,8 +241,9 @@ class Evaluator:
             if self.correctness == "interpreter" and self._overlap() else None
         t0 = time.perf_counter()
         try:
-            report = check_program(program, sizes, an.task_view, deadline=deadline,
-                                   num_sms=self.target.sms, target=self.target)
+            report = self._proof_for_all(an, deadline) or \
+                check_program(program, sizes, an.task_view, deadline=deadline,
+                              num_sms=self.target.sms, target=self.target)
         except CheckUnsupported:  # no verdict possible: refused like a program that is
             raise                 # not well-typed, naming the construct and its line
         except Exception as e:  # noqa: BLE001 - any checker crash on agent text is contained
@@ -304,6 +306,38 @@ class Evaluator:
             raise EvaluationError("measurement", ValueError(
                 f"non-finite measurement {ev.measurement.ms} ms, {ev.measurement.tflops} TFLOP/s"))
         return ev
+
+    def _proof_for_all(self, an: Analysis, deadline: float | None) -> InvariantReport | None:
+        """A proof of `an`'s program for all values of the task's varying sizes that
+        covers `an`'s shape, or None. The proof is tried once per program and fixed sizes,
+        when the program is met at a second shape (a program met at one shape costs no
+        more than before); a program outside the fragment or not proven is remembered as
+        such and checked at each shape."""
+        names = getattr(self.task, "for_all_sizes", ())
+        sizes = an.sizes
+        if not names or any(not FOR_ALL_RANGE[0] <= sizes.get(n, 0) < FOR_ALL_RANGE[1]
+                            for n in names):
+            return None
+        fixed = tuple(sorted((k, v) for k, v in sizes.items() if k not in names))
+        key = ("for all sizes", an.program.hash, fixed)
+        known = self._cache.get(key)
+        if isinstance(known, InvariantReport):
+            return known
+        if known is not None:
+            return None  # tried: not in the fragment, or not proven
+        seen = ("seen at", an.program.hash, fixed)
+        first = self._cache.get(seen)
+        shape = tuple(sorted(sizes.items()))
+        if first is None or first == shape:
+            self._cache.put(seen, shape)
+            return None
+        try:
+            report, _ = check_for_all_sizes(an.program, sizes, an.task_view, deadline=deadline,
+                                            num_sms=self.target.sms, target=self.target)
+        except CheckTimeout:
+            return None  # the step's budget is short: this shape's own check, retried later
+        self._cache.put(key, report if report is not None and report.ok else False)
+        return report if report is not None and report.ok else None
 
     def _numerics_plan(self, an: Analysis) -> tuple[list[dict], tuple]:
         """The reduced shapes of `an`'s numerical checks and the key of their verdict;

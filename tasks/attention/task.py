@@ -54,6 +54,8 @@ class AttentionTask(Task):
                  "v": (("B", "KVH", "SK", "D"), "bf16"), "o": (("B", "H", "SQ", "D"), "bf16")}
     anchor_dims = ("B", "H", "KVH", "SQ", "D", "CAUSAL")
     flags = ("CAUSAL",)
+    #: batch and sequence lengths: heads, groups and the head dim are the program's own
+    for_all_sizes = ("B", "SQ", "SK")
     anchors_file = HERE / "anchors_h200.json"
     #: problem constants a program receives from the shape (not tensor dims)
     problem_consts = ("CAUSAL", "GROUP", "HEAD_DIM", "SCALE")

@@ -48,6 +48,7 @@ class GemmTask(Task):
     tolerance = Tolerance(rtol=2e-2, atol=2e-2)
     signature = {"a": (("M", "K"), "bf16"), "b": (("K", "N"), "bf16"), "c": (("M", "N"), "bf16")}
     store_coverage = {"c": {"K": ("0", "K")}}
+    for_all_sizes = ("M", "N", "K")
     env_check_shape = {"M": 100, "N": 72, "K": 80}
     anchors_file = HERE / "anchors_h200.json"   # cuBLAS TFLOP/s measured per shape
     anchor_dims = ("M", "N", "K")

@@ -71,6 +71,7 @@ class RMSNormTask(Task):
     signature = SIGNATURE
     # every normalised element carries its row's statistic: a sum over all H features, once
     store_coverage = {"out": {"H": ("0", "H")}}
+    for_all_sizes = ("T",)  # tokens; the row width is the program's (its padded HP)
     #: its own invariant class: each row normalised by its own statistic (`invariants.py`)
     invariants = PACK
     anchor_dims = ("T", "H")

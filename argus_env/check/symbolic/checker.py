@@ -29,7 +29,7 @@ from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation
 from ..z3guard import exclusive
 from .loops import run_loop
 from .rules import effect, expr_rule
-from .solver import Var, Vars, const_value, tdiv, tmod
+from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
 from .values import AXES, SV, axis_ranges, evaluate, free_names, merge
 from .whole import check_writes
@@ -45,7 +45,8 @@ class Checker:
 
     def __init__(self, program: Program, sizes: dict[str, int], task=None,
                  num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000,
-                 deadline: float | None = None, target=None):
+                 deadline: float | None = None, target=None,
+                 for_all: dict[str, tuple[int, int]] | None = None):
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -53,6 +54,9 @@ class Checker:
         self.sizes = {k: int(v) for k, v in sizes.items()}
         #: the extent of every tensor dim: the sizes and the dims naming a constant
         self.extents = self.kernel.extents(self.sizes)
+        #: sizes proven for every value in a range at once (`for_all`: name -> [lo, hi)),
+        #: each a z3 variable; the others are the integers of `sizes`
+        self.for_all = dict(for_all or {})
         missing = [s for s in self.kernel.sizes if s not in self.sizes]
         if missing:
             raise ValueError(f"check: no value for problem size {missing[0]}; give "
@@ -67,7 +71,19 @@ class Checker:
         self.vars = Vars()
         for ax in AXES:
             self.vars.vars[ax.decl().name()] = Var(ax, "axis", 0, None)
+        self.size_terms = {}
+        for name, value in self.sizes.items():
+            if name in self.for_all:
+                lo, hi = self.for_all[name]
+                v = z3.Int(f"size_{name}")
+                self.vars.vars[v.decl().name()] = Var(v, "size", lo, hi)
+                self.size_terms[name] = v
+            else:
+                self.size_terms[name] = z3.IntVal(value)
+        self.extent_terms = {**self.size_terms,
+                             **{d: z3.IntVal(n) for d, n in self.kernel.const_dims.items()}}
         self.frames: list[Frame] = []
+        self.base_sizes: list[z3.BoolRef] = []  # the ranges of sizes proven for all values
         self.base: list[z3.BoolRef] = []
         self.report = InvariantReport(program.name, program.hash)
         self.writes: list[Write] = []
@@ -80,7 +96,8 @@ class Checker:
         self.seen: set[tuple[str, int]] = set()
         self.stmt: ir.Stmt | None = None
         self.env: dict[str, SV] = {}
-        self.grid: list[int] = []
+        self.grid: list[int | None] = []   # launch extents (None: depends on a size)
+        self.grid_terms: list = []         # the same as z3 terms
         self.pids: list[z3.ArithRef] = []
         self.ufs: dict[str, z3.FuncDeclRef] = {}
         self._pos_cache: dict = {}
@@ -90,7 +107,7 @@ class Checker:
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
-        return self.base + [c for f in self.frames for c in f.cons]
+        return self.base_sizes + self.base + [c for f in self.frames for c in f.cons]
 
     def query_timeout_ms(self) -> int:
         """The solver's budget for one query: `timeout_ms`, less if the deadline is near;
@@ -170,8 +187,9 @@ class Checker:
         for pid, t, v, step, _ in self.linear:
             if v.decl().name() in self._qnames and pid.decl().name() not in self._qnames:
                 vv = ev(v)
-                if vv is not None:
-                    values[[p.eq(pid) for p in self.pids].index(True)] = vv % step
+                s = step if isinstance(step, int) else ev(step)
+                if vv is not None and s:
+                    values[[p.eq(pid) for p in self.pids].index(True)] = vv % s
         return tuple(values)
 
     def find(self, cond, shape=(), extra=()) -> z3.ModelRef | None:
@@ -202,13 +220,22 @@ class Checker:
             thread, register = owner(frag, shape, self.kernel, element, self.target)
         v = Violation(
             invariant=invariant, op=op, line=self._line(), message=message,
-            source=stmt_text(self.stmt), sizes=dict(self.sizes),
+            source=stmt_text(self.stmt), sizes=self._sizes_at(ev),
             program_id=self._pid_values(ev),
             names=self._names(ev, scope), element=element, thread=thread, register=register,
             expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
             actual={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (actual or {}).items()},
             **extra)
         self.report.violations.append(v)
+
+    def _sizes_at(self, ev) -> dict[str, int]:
+        """The sizes of a counterexample: the model's where they are proven for all."""
+        out = dict(self.sizes)
+        for name in self.for_all:
+            v = ev(self.size_terms[name])
+            if v is not None:
+                out[name] = v
+        return out
 
     def proven(self, what: str) -> None:
         if not self.quiet:
@@ -238,7 +265,11 @@ class Checker:
             elif p.kind == "scalar":
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
         for s in self.kernel.sizes:
-            self.env[s] = SV((), z3.IntVal(self.sizes[s]))
+            self.env[s] = SV((), self.size_terms[s])
+        for name in self.for_all:
+            lo, hi = self.for_all[name]
+            self.base_sizes.append(z3.And(self.size_terms[name] >= lo,
+                                          self.size_terms[name] < hi))
         params = dict(self.env)
         for i, (grid, stmts) in enumerate(launches(self.kernel)):
             # each launch starts after the previous one has finished: its own program ids,
@@ -249,6 +280,7 @@ class Checker:
                 self.past_vars = frozenset(n for n, v in self.vars.vars.items() if v.kind != "axis")
                 self.env, self.frames, self.base, self.writes = dict(params), [], [], []
                 self.grid, self.pids, self.linear, self._pos_cache = [], [], [], {}
+                self.grid_terms = []
             try:
                 self._grid(grid)
                 self.block(stmts)
@@ -266,10 +298,22 @@ class Checker:
         self.stmt = next(s for s in self.kernel.body
                          if isinstance(s, ir.ExprStmt) and s.value is call)
         for i, d in enumerate(call.arg("dims").elts):
-            n = const_value(self.expr(d).val)
-            if n is None:
+            term = self.expr(d).val
+            n = const_value(term)
+            if n is None and not self.for_all:
                 raise ValueError(f"grid dim {i} is not a constant at these sizes")
+            if n is None:  # an extent that depends on a size proven for all values
+                if term is None or not z3.is_int(term):
+                    raise NotImplementedError(f"check: grid dim {i} is not an integer")
+                self.grid.append(None)
+                self.grid_terms.append(term)
+                hi = interval(term, self.vars)
+                pid = self.vars.fresh(f"pid{i}", "pid", 0, max(hi[1], 1) if hi else None)
+                self.pids.append(pid)
+                self.base += [pid >= 0, pid < term]
+                continue
             self.grid.append(max(n, 0))
+            self.grid_terms.append(z3.IntVal(max(n, 0)))
             pid = self.vars.fresh(f"pid{i}", "pid", 0, max(n, 1))
             self.pids.append(pid)
             self.base += [pid >= 0, pid < n]

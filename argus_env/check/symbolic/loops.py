@@ -90,9 +90,17 @@ def _grid_stride(ck, start, stop, step, t, valid):
     solver's work on persistent tile maps as small as on a plain grid."""
     s = const_value(step)
     for axis, pid in enumerate(ck.pids):
-        if z3.simplify(start).eq(pid) and s == ck.grid[axis] and s:
+        if not z3.simplify(start).eq(pid):
+            continue
+        if s is not None and s == ck.grid[axis] and s:
             v = ck.vars.fresh(f"linear", "iter", 0, None)
             ck.linear.append((pid, t, v, s, [v == pid + t * s, valid(t)]))
+            return v
+        if s is None and ck.grid[axis] is None and \
+                z3.simplify(step).eq(z3.simplify(ck.grid_terms[axis])):
+            # the stride is the launch's extent, which depends on a size: the same pairing
+            v = ck.vars.fresh(f"linear", "iter", 0, None)
+            ck.linear.append((pid, t, v, step, [v == pid + t * step, valid(t)]))
             return v
     return None
 

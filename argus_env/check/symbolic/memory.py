@@ -53,7 +53,7 @@ def access(ck, call: ir.Call) -> Access:
     coords = [v.val for v in placed]
     if any(c is None or not z3.is_int(c) for c in coords):
         raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
-    sizes = [z3.IntVal(ck.extents[d]) for d in tensor.dims]
+    sizes = [ck.extent_terms[d] for d in tensor.dims]
     inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords, sizes)])
     tma = _flag(call, "tma")
     live = inb if tma else _mask(ck, call.arg("mask"), idx, placed, shape, ortho)
@@ -92,7 +92,8 @@ def _bounds(ck, a: Access, op: str) -> None:
     dims = a.tensor.dims
     ck.violate("bounds", op, f"`{a.tensor.name}` is accessed outside its bounds and the "
                "access is not masked", m, a.shape,
-               expected={d: f"0..{ck.extents[d] - 1}" for d in dims},
+               expected={d: f"0..{ck.extents[d] - 1}" if d not in ck.for_all else
+                         f"0..{evaluate(m, ck.size_terms[d]) - 1}" for d in dims},
                actual={d: c for d, c in zip(dims, a.coords)},
                tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 

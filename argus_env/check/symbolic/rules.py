@@ -166,7 +166,7 @@ def _program_id(ck, e):
 
 def _num_programs(ck, e):
     axis = ck.const(e.arg("axis"))
-    return SV((), z3.IntVal(ck.grid[axis] if axis < len(ck.grid) else 1))
+    return SV((), ck.grid_terms[axis] if axis < len(ck.grid_terms) else z3.IntVal(1))
 
 
 def _num_sms(ck, e):

@@ -39,7 +39,7 @@ def _true(e, pairs) -> bool | None:
 def instances(ck, w, limit: int = LIMIT):
     """Substitutions naming each instance of write `w` (program ids and loop iterations,
     with a grid-stride loop's linear index), or None when they cannot be enumerated."""
-    if math.prod(max(n, 1) for n in ck.grid) > limit:
+    if None in ck.grid or math.prod(max(n, 1) for n in ck.grid) > limit:
         return None
     out = [[]]
     for p, n in zip(ck.pids, ck.grid):

@@ -24,7 +24,7 @@ import z3
 
 from . import tiles
 from .coverage import exactly_once, unique
-from .solver import const_value
+from .solver import affine, const_value
 from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
 
@@ -51,8 +51,8 @@ def check_writes(ck) -> None:
         for w in ws:
             where = dict(zip(dims, w.coords))
             for name, (lo_s, hi_s) in required.items():
-                _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.sizes, where),
-                                _size_expr(hi_s, ck.sizes, where))
+                _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.size_terms, where),
+                                _size_expr(hi_s, ck.size_terms, where))
 
 
 def _differ(ck, w, c1, c2) -> z3.BoolRef:
@@ -163,6 +163,8 @@ def _bijection(ck, tensor: str, ws: list) -> None:
     undecided."""
     ck.stmt = ws[0].stmt
     dims = ck.kernel.param(tensor).dims
+    if any(d in ck.for_all for d in dims):
+        return _bijection_for_all(ck, tensor, ws)
     sizes = [ck.extents[d] for d in dims]
     candidates = [tuple(c) for c in itertools.product(*[(0, n - 1) for n in sizes])]
     reason, definitive = _count_tiles(ck, tensor, ws, sizes, candidates)
@@ -190,6 +192,91 @@ def _bijection(ck, tensor: str, ws: list) -> None:
         return
     ck.undecided(f"every element of `{tensor}` written (bijection)",
                  f"neither the counting proof ({reason}) nor the covering query settled it")
+
+
+def _bijection_for_all(ck, tensor: str, ws: list) -> None:
+    """Every element written, for all the sizes proven at once: each write whose tile
+    origin is affine in its instance's variables names, for an element y, the instance and
+    tile element that hold it (mixed radix, as the completeness of a reduction does); one
+    query asks for an element none of them covers. Refuted only where the element is shown
+    unwritten at the counterexample's sizes; otherwise undecided."""
+    dims = ck.kernel.param(tensor).dims
+    sizes = [ck.extent_terms[d] for d in dims]
+    ys = [ck.vars.fresh(f"y{i}", "point", 0, None) for i in range(len(dims))]
+    covered = []
+    for w in ws:
+        if block_form(ck, w) is None:
+            continue
+        pairs, rest = _writer_of(ck, w, ys)
+        hit = list(w.path) + axis_ranges(w.shape) + [w.live] + \
+            [c == y for c, y in zip(w.coords, ys)]
+        # no grid-stride link: its linear index stands for its (program id, iteration)
+        # pairs one-to-one, so a value of it in range is an instance
+        body = z3.substitute(z3.And(*hit), *pairs) if pairs else z3.And(*hit)
+        names = free_names(body)
+        rest = [v for v in rest if v.decl().name() in names]
+        covered.append(z3.Exists(rest, body) if rest else body)
+    if not covered:
+        ck.undecided(f"every element of `{tensor}` written (bijection, all sizes)",
+                     "no write is of aligned tiles")
+        return
+    inside = [z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)]
+    m = ck.solve(ck.base_sizes + inside + [z3.Not(z3.Or(*covered))],
+                 f"every element of `{tensor}` written (all sizes)")
+    if m is None:
+        if not any(o.what.startswith(f"every element of `{tensor}`") for o in ck.report.undecided):
+            ck.proven(f"{tensor}: every element written, for all sizes")
+        return
+    y = tuple(evaluate(m, v) for v in ys)
+    fixed = [ck.size_terms[n] == evaluate(m, ck.size_terms[n]) for n in ck.for_all]
+    if all(ck.solve(fixed + w.path + axis_ranges(w.shape) + [w.live] +
+                    [c == v for c, v in zip(w.coords, y)]) is None for w in ws):
+        ck.violate("bijection", ws[0].stmt.value.fn, f"no program instance writes "
+                   f"`{tensor}{list(y)}`", m, (), tensor=tensor, coords=y,
+                   expected={"writes": ">= 1"}, actual={"writes": 0})
+        return
+    ck.undecided(f"every element of `{tensor}` written (bijection, all sizes)",
+                 "an element the tile map's closed form misses has another writer")
+
+
+def _writer_of(ck, w, ys) -> tuple[list, list]:
+    """(substitutions, the rest): for element `ys`, the instance and tile element of
+    block-form write `w` whose tile holds it, where a coordinate `base + X` has its base
+    affine in the instance's variables (positive coefficients, each variable in one
+    coordinate): read off by mixed radix. The variables no coordinate pins down so (a
+    program id split by `//` and `%` over two dims, a swizzle) are left to the solver, to
+    be quantified existentially."""
+    bases, _ = w._block
+    inst = list(ck.pids) + [f.var for f in w.frames if f.kind == "loop"]
+    inst += [f.value for f in w.frames if f.kind == "loop" and f.value is not None
+             and z3.is_const(f.value) and not f.value.eq(f.var)]
+    inst += [l[0] for l in ck.linear] + [l[1] for l in ck.linear]
+    pairs, used = [], set()
+    for c, b, y in zip(w.coords, bases, ys):
+        mine = [v for v in inst if depends_on(b, v)]
+        axis = [i for i in range(len(w.shape)) if depends_on(c, AXES[i])]
+        dec = affine(b, mine)
+        if dec is None or len(axis) > 1:
+            continue
+        c0, coeffs = dec
+        ranked = sorted(coeffs.values(), key=lambda vc: -vc[1])
+        if len(ranked) != len(mine) or any(k <= 0 for _, k in ranked) or \
+                any(v.decl().name() in used for v, _ in ranked):
+            continue
+        if ck.solve(list(w.path) + [b != c0 + sum(k * v for v, k in ranked)]) is not None:
+            continue  # not affine after all (`bh % H` at 0 and 1 looks like `bh`)
+        rest = y - c0
+        for v, k in ranked:
+            used.add(v.decl().name())
+            pick = rest / k
+            pairs.append((v, pick))
+            rest = rest - k * pick
+        if axis:
+            used.add(AXES[axis[0]].decl().name())
+            pairs.append((AXES[axis[0]], rest))
+    left = [v for v in dict.fromkeys(inst + list(AXES[:len(w.shape)]))
+            if v.decl().name() not in used]
+    return pairs, left
 
 
 def _by_origins(ck, ws, sizes) -> tuple[str | None, tuple | None]:
