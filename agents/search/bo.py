@@ -5,9 +5,10 @@ what it measured.
 A configuration is one value per transformation of the catalog (`tile_m`, `stages`,
 `tma`, ...; `ConfigView` reads it from the observation). TPE (a tree-structured Parzen
 estimator: densities of the values in the best trials against the rest) proposes one;
-the agent reaches it from where it stands, the cheapest way: undo back to a program on
-its path (or reset, which takes no step) and set each differing value with its catalog
-action, in catalog order among those the action mask allows. Every program met on the
+the agent reaches it the cheapest way: from a program on its path back from here (undo),
+or from the best program seen (undo, or reset, which takes no step, and replay), it sets
+each differing value with its catalog action, in catalog order among those the action
+mask allows. Every program met on the
 way is measured too, and joins the sampler's history as a finished trial (once per
 configuration). A proposal the mask keeps out of reach (no differing value's action is
 legal, or it is reached but breaks an invariant and is not measured) is told to the
@@ -59,8 +60,8 @@ class Args:
     """proposals asked at once; the one with the shortest route is taken (the others are
     told as failed): TPE does not know that a far configuration costs more steps"""
     max_asks: int = 32
-    """proposals in a row that are already measured or too far for the budget left,
-    before one random legal step instead"""
+    """proposals in a row that are already measured or too far for the budget left (or,
+    over several asks, out of reach at once), before one random legal step instead"""
     track: bool = False
     """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
@@ -131,6 +132,7 @@ class _Search:
         self.sampler = _Sampler(self.view, args)
         self.rng = np.random.default_rng(args.seed)
         self.target: tuple | None = None    # the proposal on its way
+        self.stalls = 0                     # proposals in a row that took no step
 
     def step(self, action: int) -> bool:
         w = self.walker
@@ -177,22 +179,25 @@ class _Search:
         asked = []
         for _ in range(self.args.max_asks):
             trial, target = self.sampler.ask()
-            plan = None if target in self.walker.known else self.route(target)
+            tried = target in self.walker.known or target in self.sampler.told
+            plan = None if tried else self.route(target)
             if plan is None:
                 self.sampler.tell(trial, target, None)
             else:
                 asked.append((plan[0], len(asked), trial, target, plan))
             if len(asked) >= self.args.pool:
                 break
-        if not asked:
+        if not asked or self.stalls >= self.args.max_asks:
+            self.stalls = 0
             return self.wander()
         asked.sort(key=lambda x: x[:2])
         for _, _, other, config, _ in asked[1:]:
             self.sampler.tell(other, config, None)
         _, _, trial, target, plan = asked[0]
-        self.target = target
+        self.target, before = target, self.walker.rec.rec.env_steps
         reached = self.reach(target, plan[1])
         self.target = None
+        self.stalls = self.stalls + 1 if self.walker.rec.rec.env_steps == before else 0
         self.sampler.tell(trial, target, self.walker.frac if reached else 0.0)
         return True
 

@@ -86,7 +86,7 @@ class _Tree:
     def node(self) -> Node:
         """The node of the program the walker is at."""
         w = self.w
-        untried = [a for a in w.legal()]
+        untried = w.legal()
         self.rng.shuffle(untried)
         return Node(list(w.path), w.gain(w.frac, self.args.broken), untried)
 
@@ -98,8 +98,10 @@ class _Tree:
     def select(self) -> list[Node]:
         """The path from the root to the node to expand, by UCT."""
         n, line = self.root, [self.root]
-        while not self.widened(n):
+        while True:
             live = [c for c in n.children if not c.done]
+            if self.widened(n) or (n.untried and not live):
+                return line
             if not live:
                 n.done = True
                 return line
@@ -107,7 +109,6 @@ class _Tree:
             n = max(live, key=lambda k: (k.top if use_max else k.total / k.visits) +
                     c * math.sqrt(math.log(n.visits) / k.visits))
             line.append(n)
-        return line
 
     def expand(self, n: Node) -> Node | None:
         """Step to one untried action of `n` (the walker is at `n`)."""
@@ -139,7 +140,6 @@ class _Tree:
             if not w.fits(start, steps=depth + 2) or not w.step(a):
                 break
             depth += 1
-            self.seen.add(w.config)
             value = max(value, w.gain(w.frac, self.args.broken))
         for _ in range(depth):
             w.step(w.view.undo)

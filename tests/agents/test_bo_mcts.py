@@ -143,3 +143,49 @@ def test_bo_without_optuna_says_how_to_install_it(monkeypatch):
     module = load_agent("bo")   # importing the agent needs no Optuna ...
     with pytest.raises(ImportError, match=r"pip install argus-env\[search\]"):
         module.run(table_env(), module.Args(budget=4, shape="decode-16"))   # ... running it does
+
+
+def test_evolutionary_sized_from_the_budget_plays_no_genome_twice(monkeypatch):
+    """`size_from_budget` sizes the population from the budget; `reuse_fitness` evaluates
+    no genome twice (by default the elite is played again every generation), and the
+    budget still binds every step."""
+    from argus_env.agents.search import evolutionary as evo
+    assert evo.sized(evo.Args(budget=100, size_from_budget=True)) == (5, 1)
+    assert evo.sized(evo.Args(budget=400, size_from_budget=True)) == (10, 2)
+    assert evo.sized(evo.Args(budget=10, size_from_budget=True)) == (4, 1)
+    assert evo.sized(evo.Args(budget=400)) == (8, 2)
+    played = []
+    real = evo._Search.evaluate
+
+    def evaluate(self, genome, bounded=True):
+        if bounded:
+            played.append((self.args.reuse_fitness, tuple(genome)))
+        return real(self, genome, bounded)
+    monkeypatch.setattr(evo._Search, "evaluate", evaluate)
+    env = table_env()
+    for reuse in (False, True):
+        rec = evo.run(env, evo.Args(budget=60, seed=0, shape="square-2048",
+                                    size_from_budget=True, reuse_fitness=reuse))
+        assert rec.env_steps <= 60 and rec.submitted
+    again = [g for r, g in played if not r]
+    once = [g for r, g in played if r]
+    assert len(set(again)) < len(again), "the default plays the elite again"
+    assert len(set(once)) == len(once), "reuse_fitness played a genome twice"
+    assert len(set(once)) > len(set(again)), "no more distinct genomes for the same steps"
+
+
+def test_the_search_suite_plays_and_its_lines_replay():
+    """`argus bench --config search` names both agents; a bench episode of each (several
+    resets) replays from its line as `argus validate` replays it."""
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    from argus_env.bench.validate import Validator
+    cfg = load_config("search", budget=8)
+    assert {"random", "greedy", "evolutionary", "bo", "mcts"} <= set(cfg.agents)
+    assert cfg.agent_args("evolutionary-sized", 0, "decode-16").reuse_fitness
+    runner = Runner(cfg, out_dir="results")
+    for agent in AGENTS:
+        line = runner.play(Episode(agent, "Argus-GEMM-v0", "test", "square-2048", 1))
+        assert line["env_steps"] <= 8 and line["submitted"], line
+        assert Validator().validate(line) == [], agent
