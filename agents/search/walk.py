@@ -56,8 +56,7 @@ class Walker:
 
     def step(self, action: int) -> bool:
         """Take `action` (a legal transformation or undo); True when the env took it."""
-        expected = self.view.after(self.config, action) if action != self.view.undo else \
-            (self.configs[-2] if len(self.configs) > 1 else self.config)
+        before = self.config
         self.obs, reward, term, trunc, info = self.env.step(action)
         self.rec.step(action, reward, info)
         if self.progress:
@@ -69,7 +68,7 @@ class Walker:
             self.configs.pop()
         else:
             self.path.append(action)
-            self.configs.append(self.view.decode(self.obs, expected))
+            self.configs.append(self.view.decode(self.obs, self.view.after(before, action)))
             self._note()
         return True
 
