@@ -6,6 +6,8 @@ AGENTS = {
     "random": "argus_env.agents.search.random_search",
     "greedy": "argus_env.agents.search.greedy",
     "evolutionary": "argus_env.agents.search.evolutionary",
+    "bo": "argus_env.agents.search.bo",
+    "mcts": "argus_env.agents.search.mcts",
     "llm": "argus_env.agents.llm.planner",
     "ppo": "argus_env.agents.rl.ppo",
 }

@@ -38,11 +38,26 @@ def same(a: dict, b: dict) -> list[str]:
     """The fields where committed line `a` and re-run `b` differ; a field `a` predates is
     held to what `a` implies (its earlier episodes' actions: `a`'s env steps less its own)."""
     keys = (set(a) | set(b)) - VOLATILE - {k for k in ADDED if k not in a}
-    out = sorted(k for k in keys if a.get(k) != b.get(k))
+    out = sorted(k for k in keys if a.get(k) != b.get(k) and k != "agent_args")
+    if not same_args(a, b):
+        out.append("agent_args")
     if "earlier_actions" not in a and \
             a["env_steps"] != len(a["actions"]) + sum(map(len, b.get("earlier_actions", []))):
         out.append("earlier_actions")
     return out
+
+
+def same_args(a: dict, b: dict) -> bool:
+    """The agent's `Args` as committed in `a`; a field added to them since (evolutionary's
+    `size_from_budget`, say) may appear in re-run `b`, at its default, which is what the
+    committed episode ran with."""
+    import dataclasses
+    old, new = a.get("agent_args", {}), b.get("agent_args", {})
+    if set(old) - set(new) or any(new[k] != v for k, v in old.items()):
+        return False
+    module = load_config("leaderboard").agent_module(a["agent"])
+    defaults = {f.name: f.default for f in dataclasses.fields(module.Args)}
+    return all(k in defaults and new[k] == defaults[k] for k in set(new) - set(old))
 
 
 def test_the_committed_suite_is_complete_and_of_one_setting():
