@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from .concrete import check_concrete
 from .pack import InvariantClass, InvariantPack, register_pack  # noqa: F401
-from .regimes import conditions
 from .report import (INVARIANTS, CheckTimeout, CheckUnsupported, InvariantReport,  # noqa: F401
                      Obligation, ReportLayout, Violation)
 
@@ -36,12 +35,12 @@ def check_program(program, sizes: dict, task=None, method: str = "symbolic",
     raise ValueError(f"unknown check method {method!r}; use 'symbolic' or 'concrete'")
 
 
-def _symbolic():
-    """The symbolic checker's entry point. z3 loads on the first proof, not with the
-    package: a task declares its pack (`pack.py`) on machines that only measure and have
-    no z3."""
-    from .symbolic import check
-    return check
+def _symbolic(part: str = "check"):
+    """The symbolic checker's entry point (`check`), or its size conditions
+    (`conditions`). z3 loads on the first proof, not with the package: a task declares its
+    pack (`pack.py`) on machines that only measure and have no z3."""
+    from . import symbolic
+    return getattr(symbolic, part)
 
 
 #: every size proven for all values at once ranges over [1, 2**30]: index arithmetic stays
@@ -58,7 +57,7 @@ def for_all_names(program, task) -> tuple[tuple[str, ...], str]:
     names = tuple(n for n in getattr(task, "for_all_sizes", ()) if n in program.kernel.sizes)
     if not names:
         return (), "the task proves its programs at the episode's sizes only"
-    conds = conditions(program.kernel)
+    conds = _symbolic("conditions")(program.kernel)
     if conds:
         return (), (f"the program tests its sizes (`{conds[0].text}`, line {conds[0].line}): "
                     "it is checked at each size")

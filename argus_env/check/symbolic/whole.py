@@ -489,12 +489,38 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
             defaults[twin.get_id()] = orig
         bound = tuple(twin for _, twin in c.pairs)
         glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
-                      c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)])
+                      c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)],
+                      *([c(v) == v for v in _tile_pins(ck, w)] if w2 is w else []))
         for t in w2.value.cov.get(name, []):
             terms.append(Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
                              c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults)))
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
                  w.value.frag, defaults, scope=w.names)
+
+
+def _tile_pins(ck, w) -> list:
+    """The instance variables that write `w`'s tile origin determines (a swizzled program
+    id, say, but not the split of a split-K grid): where two of its instances write one
+    element, those variables are equal. Stated to the solver only where proven here
+    (aligned tiles `base + X`: one element, one origin; then no two values of the
+    variables give one origin), it spares the coverage queries the swizzle's inversion."""
+    pins = getattr(w, "_pins", None)
+    if pins is not None:
+        return pins
+    w._pins = []
+    if block_form(ck, w) is None:
+        return w._pins
+    bases = w._block[0]
+    inst = list(ck.pids) + _instance_vars(w)
+    mine = [v for v in inst if any(depends_on(b, v) for b in bases)]
+    if mine:
+        c1, c2 = ck.vars.copier("~p1"), ck.vars.copier("~p2")
+        same = [c1(b) == c2(b) for b in bases]
+        differ = z3.Or(*[c1(v) != c2(v) for v in mine])
+        if ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + same + [differ],
+                    "a tile origin names one instance") is None:
+            w._pins = mine
+    return w._pins
 
 
 def _size_expr(text: str, sizes: dict, coords: dict | None = None):
