@@ -1,0 +1,319 @@
+"""What the checker may assume of the routing arrays: the routing step's postconditions as
+quantifier-free instances at the terms a solver query mentions.
+
+A routed program reads `sorted_ids[p]` (the pair `token * TOPK + slot` at sorted position p,
+or the padding sentinel PAD = T*TOPK), `expert_ids[b]` (the expert of block b of BM
+positions, or -1) and `topk_ids[t, k]`. The checker does not know their contents: a load of
+integer data is an uninterpreted function of its coordinates (`sid`, `bexp`, `tid`), and
+`inv` is the inverse of `sid` on pairs. `routing.align` builds the arrays from any top-k
+choice (TOPK distinct experts per token); everything below holds of every array it can
+build, so a proof under these facts holds of every routing, and the facts are strong
+enough that a counterexample is one the routing can produce (`realize.py` builds it):
+
+- per position p: `sid(p) = PAD`, or `sid(p)` is a pair q with `inv(q) = p` and
+  `tid(q) = bexp(p // BM)`; a block without expert holds only padding; a block with one
+  starts with a pair (padding ends each expert's run, fewer than BM rows of it); a pair at
+  offset i of its block has at least i earlier tokens on its expert (`i <= q // TOPK`);
+- per pair q: `0 <= inv(q) < P`, `sid(inv(q)) = q`;
+- per block b: `-1 <= bexp(b) < E`; the first `lo` blocks have an expert and the blocks
+  from `hi` on have none, where lo and hi are the fewest and most blocks any top-k choice
+  fills (`used_blocks`); an expert's run is at most ceil(T / BM) blocks;
+- per token: its top-k ids are distinct experts in [0, E);
+- per two terms of one query: blocks are in expert order, with the empty blocks last; in
+  one expert's run the pairs come first (in pair order, tokens increasing, ranks apart by at
+  most the tokens apart) and padding last, and padding sits only in a run's last block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+try:  # the rules run inside the checker, which needs z3; the task also runs without it
+    import z3
+    from z3 import z3core as _core
+    from z3.z3 import _to_expr_ref
+    from z3.z3consts import Z3_APP_AST as _APP, Z3_NUMERAL_AST as _NUMERAL
+except ImportError:  # pragma: no cover - a machine that only measures
+    z3 = None
+
+#: most terms of one kind a query instantiates the two-term facts for (their number grows
+#: with the square); beyond it the query is asked with the per-term facts only (weaker
+#: assumptions: a proof stays a proof, a counterexample is still checked by `realize`)
+PAIRWISE_TERMS = 10
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The routing step's arrays and sizes (`routing_of`)."""
+
+    block: int                    # rows per block of the aligned layout (the program's BM)
+    tokens: int                   # T
+    topk: int                     # TOPK
+    experts: int                  # E
+    rows: int                     # P, positions of the aligned layout
+    sorted_ids: str = "sorted_ids"
+    expert_ids: str = "expert_ids"
+    topk_ids: str = "topk_ids"
+    output: str = "out"           # the task's output in token order
+    pos: str = "P"                # dim names: sorted position, token, slot, expert
+    token: str = "T"
+    slot: str = "TOPK"
+    expert: str = "E"
+
+    @property
+    def pad(self) -> int:
+        return self.tokens * self.topk
+
+    @property
+    def blocks(self) -> int:
+        return self.rows // self.block
+
+    @property
+    def run_blocks(self) -> int:
+        """Most blocks one expert's run fills: it holds at most T pairs."""
+        return -(-self.tokens // self.block)
+
+    def used_blocks(self) -> tuple[int, int]:
+        return used_blocks(self.tokens, self.topk, self.experts, self.block, self.blocks)
+
+
+@lru_cache(maxsize=256)
+def used_blocks(tokens: int, topk: int, experts: int, block: int, blocks: int) -> tuple[int, int]:
+    """(lo, hi): the fewest and the most blocks with an expert over every top-k choice.
+
+    An expert holds at most T pairs (one per token), so at most K = ceil(T / BM) blocks;
+    its first K - 1 blocks hold BM pairs each and its K-th the rest of T. The fewest blocks
+    that hold all T*TOPK pairs take the largest capacities first; the most blocks spend
+    one pair on each of up to E experts and BM more on every further block."""
+    pairs, k = tokens * topk, -(-tokens // block)
+    last = tokens - (k - 1) * block
+
+    def cap(m: int) -> int:
+        full = min(m, experts * (k - 1))
+        return block * full + last * max(0, min(m - experts * (k - 1), experts))
+
+    def least(m: int) -> int:
+        return m if m <= experts else experts + (m - experts) * block
+    top = min(blocks, experts * k)
+    lo = next((m for m in range(top + 1) if cap(m) >= pairs), top)
+    hi = max((m for m in range(top + 1) if least(m) <= pairs), default=0)
+    return lo, max(lo, hi)
+
+
+def routing_of(consts: dict, sizes) -> Routing:
+    """What the checker may assume of the routing arrays of a program with `consts` at
+    `sizes` (the shape's plus P, the program's padded rows)."""
+    return Routing(block=int(consts.get("BM", 64)), tokens=sizes["T"], topk=sizes["TOPK"],
+                   experts=sizes["E"], rows=sizes["P"])
+
+
+def spec(ck) -> Routing:
+    """The routing of the program being checked (kept for the whole check)."""
+    if "routing" not in ck.memo:
+        ck.memo["routing"] = routing_of(ck.kernel.consts, ck.sizes)
+    return ck.memo["routing"]
+
+
+class Fns:
+    """The uninterpreted functions of one checker's routing arrays."""
+
+    def __init__(self, ck, r: Routing):
+        self.sid = ck.uf(r.sorted_ids, 1)
+        self.bexp = ck.uf(r.expert_ids, 1)
+        self.tid = ck.uf(r.topk_ids, 2)
+        self.inv = z3.Function(f"inverse_{r.sorted_ids}", z3.IntSort(), z3.IntSort())
+
+    def kinds(self) -> dict:
+        return {self.sid.name(): "sid", self.bexp.name(): "bexp", self.tid.name(): "tid",
+                self.inv.name(): "inv"}
+
+
+def fns(ck) -> Fns:
+    if "routing_fns" not in ck.memo:
+        ck.memo["routing_fns"] = Fns(ck, spec(ck))
+    return ck.memo["routing_fns"]
+
+
+# ---------------------------------------------------------------- instances
+def axioms(ck, constraints) -> list:
+    """Instances of the postconditions at every routing term of `constraints` (and at the
+    terms the instances introduce, to a fixed depth), then the two-term facts over the
+    terms found."""
+    return axioms_and_terms(ck, constraints)[0]
+
+
+def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
+    """The instances, and every (kind, term) they were instantiated at, to `depth` rounds:
+    the terms of `constraints`, then those their instances introduce, and so on."""
+    r, f = spec(ck), fns(ck)
+    names = f.kinds()
+    memo = ck.memo.setdefault("routing_inst", {})  # term id -> (term, instances)
+    out, seen, todo, found = [], set(), list(constraints), []
+    for _ in range(depth):
+        terms = apps(ck, todo, names)
+        todo = []
+        for kind, t in terms:
+            if t.get_id() in seen:
+                continue
+            seen.add(t.get_id())
+            found.append((kind, t))
+            if t.get_id() not in memo:  # the term is kept, so its id is not reused
+                memo[t.get_id()] = (t, _instance(r, f, kind, t))
+            inst = memo[t.get_id()][1]
+            out.append(inst)
+            todo.append(inst)
+        if not todo:
+            break
+    out += _pairwise(ck, r, f, found)
+    return out, found
+
+
+def _instance(r: Routing, f: Fns, kind: str, t):
+    a = t.arg(0)
+    if kind == "sid":
+        q, e = t, f.bexp(a / r.block)
+        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a,
+                      f.tid(q / r.topk, q % r.topk) == e,
+                      a % r.block <= q / r.topk)             # rank >= offset, <= token
+        return z3.Implies(z3.And(a >= 0, a < r.rows), z3.And(
+            z3.Or(q == r.pad, pair),
+            z3.Implies(e < 0, q == r.pad),                   # an empty block: padding
+            z3.Implies(z3.And(e >= 0, a % r.block == 0), q != r.pad)))  # a run's block
+    if kind == "inv":
+        return z3.Implies(z3.And(a >= 0, a < r.pad),
+                          z3.And(t >= 0, t < r.rows, f.sid(t) == a))
+    if kind == "bexp":
+        lo, hi = r.used_blocks()
+        return z3.Implies(z3.And(a >= 0, a < r.blocks), z3.And(
+            t >= -1, t < r.experts,
+            z3.Implies(a < lo, t >= 0), z3.Implies(a >= hi, t == -1),
+            z3.Implies(t >= 0, a < (t + 1) * r.run_blocks)))
+    b = t.arg(1)
+    return z3.Implies(z3.And(a >= 0, a < r.tokens, b >= 0, b < r.topk),
+                      z3.And(t >= 0, t < r.experts))
+
+
+def _pairwise(ck, r: Routing, f: Fns, found: list) -> list:
+    """The two-term facts over the terms of one query (memoised per pair)."""
+    memo = ck.memo.setdefault("routing_pairs", {})
+    by = {"sid": [], "bexp": [], "tid": []}
+    for kind, t in found:
+        if kind in by:
+            by[kind].append(t)
+    out = []
+    for kind, ts in by.items():
+        if len(ts) > PAIRWISE_TERMS:
+            continue
+        for i, t1 in enumerate(ts):
+            for t2 in ts[i + 1:]:
+                key = (kind, t1.get_id(), t2.get_id())
+                if key not in memo:
+                    memo[key] = (t1, t2, _pair(r, f, kind, t1, t2))
+                out.append(memo[key][2])
+    if len(by["sid"]) <= PAIRWISE_TERMS and len(by["bexp"]) <= PAIRWISE_TERMS:
+        for s in by["sid"]:
+            for b in by["bexp"]:
+                key = ("next", s.get_id(), b.get_id())
+                if key not in memo:
+                    memo[key] = (s, b, _last_block(r, f, s, b))
+                out.append(memo[key][2])
+    return out
+
+
+def _pair(r: Routing, f: Fns, kind: str, t1, t2):
+    a1, a2 = t1.arg(0), t2.arg(0)
+    if kind == "tid":
+        k1, k2 = t1.arg(1), t2.arg(1)
+        live = z3.And(a1 >= 0, a1 < r.tokens, k1 >= 0, k1 < r.topk, k2 >= 0, k2 < r.topk)
+        return z3.Implies(z3.And(live, a1 == a2, k1 != k2), t1 != t2)  # distinct experts
+    if kind == "bexp":
+        return z3.And(_blocks_in_order(r, a1, t1, a2, t2), _blocks_in_order(r, a2, t2, a1, t1))
+    return z3.And(_run_order(r, f, a1, t1, a2, t2), _run_order(r, f, a2, t2, a1, t1))
+
+
+def _blocks_in_order(r: Routing, b1, e1, b2, e2):
+    """Block b1 before block b2: experts in order, empty blocks last, runs short."""
+    return z3.Implies(z3.And(b1 >= 0, b1 < b2, b2 < r.blocks), z3.And(
+        z3.Implies(e1 < 0, e2 < 0),
+        z3.Implies(z3.And(e1 >= 0, e2 >= 0), e1 <= e2),
+        z3.Implies(z3.And(e1 >= 0, e1 == e2), b2 - b1 < r.run_blocks)))
+
+
+def _run_order(r: Routing, f: Fns, a1, q1, a2, q2):
+    """Position a1 before a2 in one expert's run: pairs first, in order, then padding."""
+    e1, e2 = f.bexp(a1 / r.block), f.bexp(a2 / r.block)
+    t1, t2 = q1 / r.topk, q2 / r.topk
+    same = z3.And(a1 >= 0, a1 < a2, a2 < r.rows, e1 >= 0, e1 == e2)
+    return z3.Implies(same, z3.And(
+        z3.Implies(q1 == r.pad, q2 == r.pad),
+        z3.Implies(q2 != r.pad, z3.And(t1 < t2, a2 - a1 <= t2 - t1))))
+
+
+def _last_block(r: Routing, f: Fns, s, b):
+    """Padding sits in the last block of its run: the next block has another expert."""
+    a, e = s.arg(0), f.bexp(s.arg(0) / r.block)
+    nxt = b.arg(0)
+    return z3.Implies(z3.And(a >= 0, a < r.rows, nxt == a / r.block + 1, nxt < r.blocks,
+                             s == r.pad, e >= 0), b != e)
+
+
+# ---------------------------------------------------------------- term walk
+def apps(ck, exprs, names: dict) -> list:
+    """(kind, term) for every application of a routing function in `exprs`, outside
+    quantifiers (memoised per subexpression, by z3's id: every expression visited is kept,
+    and with it its subterms, so no id is reused during the check). The walk reads the
+    terms through z3's C accessors (an id, a kind, an argument, a name: calls that cannot
+    fail on a live term), which makes no Python object per subterm; it finds the terms, in
+    the order, that a walk over `children()` finds."""
+    memo = ck.memo.setdefault("routing_apps", {})      # term id -> {app id: (kind, app)}
+    kept = ck.memo.setdefault("routing_kept", [])      # the expressions walked from
+    decls = ck.memo.setdefault("routing_decls", {})    # live declaration -> kind or None
+    out: dict = {}
+    ctx = None
+
+    def visit(a):
+        key = _ast_id(ctx, a)
+        found = memo.get(key)
+        if found is not None:
+            out.update(found)
+            return found
+        found = {}
+        k = _ast_kind(ctx, a)
+        if k == _APP or k == _NUMERAL:
+            n = _num_args(ctx, a)
+            for i in range(n):
+                found.update(visit(_app_arg(ctx, a, i)))
+            if n:
+                d = _app_decl(ctx, a)
+                kind = decls.get(d.value, _MISSING)
+                if kind is _MISSING:
+                    kind = decls[d.value] = names.get(_symbol_string(ctx, _decl_name(ctx, d)))
+                if kind is not None:
+                    found[key] = (kind, _to_expr_ref(a, ref))
+        memo[key] = found
+        out.update(found)
+        return found
+    for e in exprs:
+        if e is None:
+            continue
+        if ctx is None:
+            ref = e.ctx
+            ctx = ref.ref()
+        if e.get_id() not in memo:
+            kept.append(e)
+        visit(e.as_ast())
+    return list(out.values())
+
+
+_MISSING = object()
+if z3 is not None:
+    def _raw(fn):
+        """The C function a z3core binding wraps (without its error-code check), or the
+        binding itself where its layout differs."""
+        f = getattr((fn.__defaults__ or (None,))[-1], "f", None)
+        return f if f is not None else fn
+    _ast_id, _ast_kind = _raw(_core.Z3_get_ast_id), _raw(_core.Z3_get_ast_kind)
+    _num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg)
+    _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
+    _symbol_string = _core.Z3_get_symbol_string

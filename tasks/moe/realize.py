@@ -1,0 +1,401 @@
+"""Routing arrays that realise a counterexample: a top-k choice whose `routing.align`
+agrees with what a counterexample's model says of the routing arrays.
+
+A violation's model fixes a few values of the routing functions (`Facts`: `sorted_ids` at
+some positions, `expert_ids` at some blocks, `topk_ids` at some pairs). `realize` finds a
+top-k choice (T x TOPK distinct experts per token) with exactly those values, in two steps:
+
+1. counts: how many pairs each expert gets, and the rank in its run of every pair the
+   facts place (a small integer problem, solved by z3): the facts' blocks lie in their
+   experts' runs, their padding past the runs' pairs, a pair at rank r has r earlier tokens
+   on its expert and the rest later;
+2. tokens: each expert's run is split at its placed pairs into segments of tokens with a
+   known number of members; tokens are filled in order, stretches between placed tokens
+   at once (column by column, so no token takes an expert twice), the experts with the
+   least slack first.
+
+The result is checked, not trusted: `routing.align` of the choice must agree with every
+fact and meet `routing.check_postconditions`. The choice is kept as a small `spec` (counts,
+placed pairs), from which `arrays` rebuilds it deterministically: a violation carries the
+spec, and the replay (`replay.py`) runs the program on the arrays.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from . import routing
+from .postconditions import Routing
+
+try:
+    import z3
+except ImportError:  # pragma: no cover - a machine that only measures
+    z3 = None
+
+
+@dataclass
+class Facts:
+    """Values of the routing arrays a counterexample fixes."""
+
+    sid: dict = field(default_factory=dict)    # position -> pair or PAD
+    bexp: dict = field(default_factory=dict)   # block -> expert or -1
+    tid: dict = field(default_factory=dict)    # (token, slot) -> expert
+    inv: dict = field(default_factory=dict)    # pair -> position
+
+    def key(self) -> tuple:
+        return tuple(tuple(sorted(d.items())) for d in (self.sid, self.bexp, self.tid, self.inv))
+
+
+class Unrealisable(Exception):
+    """No top-k choice has these values (or none was found)."""
+
+
+def realize(facts: Facts, r: Routing) -> dict | None:
+    """A spec (`arrays` rebuilds the routing from it) whose arrays agree with `facts`, or
+    None when none was found."""
+    try:
+        placed, sid = _placed(facts, r)
+        spec = _counts(facts, sid, placed, r)
+        ids = build(spec, r)
+    except Unrealisable:
+        return None
+    if ids is None or not agrees(ids, facts, r):
+        return None
+    return spec
+
+
+def arrays(spec: dict, r: Routing):
+    """(topk_ids, sorted_ids, expert_ids) as torch tensors, from a spec of `realize`."""
+    import torch
+    ids = build(spec, r)
+    if ids is None:
+        raise ValueError("this routing spec builds no top-k choice")
+    tids = torch.tensor(ids, dtype=torch.int32)
+    sorted_ids, expert_ids = routing.align(tids, r.experts, r.block, r.rows)
+    return tids, sorted_ids, expert_ids
+
+
+def agrees(ids, facts: Facts, r: Routing) -> bool:
+    """The arrays of top-k choice `ids` have every value of `facts` and meet the
+    postconditions."""
+    tids, sorted_ids, expert_ids = arrays({"ids": ids.tolist()}, r)
+    try:
+        routing.check_postconditions(tids, sorted_ids, expert_ids, r.experts, r.block)
+    except AssertionError:
+        return False
+    sid, bexp = sorted_ids.numpy(), expert_ids.numpy()
+    return all(int(sid[p]) == v for p, v in facts.sid.items()) and \
+        all(int(bexp[b]) == v for b, v in facts.bexp.items()) and \
+        all(int(ids[t][k]) == v for (t, k), v in facts.tid.items()) and \
+        all(0 <= p < len(sid) and int(sid[p]) == q for q, p in facts.inv.items())
+
+
+# ---------------------------------------------------------------- step 1: counts
+def _placed(facts: Facts, r: Routing) -> tuple[dict, dict]:
+    """{(token, slot): (position, expert or None)} for every pair the facts place, and the
+    positions' values with the inverse's facts folded in."""
+    sid = dict(facts.sid)
+    for q, p in facts.inv.items():
+        if sid.get(p, q) != q or not 0 <= q < r.pad or not 0 <= p < r.rows:
+            raise Unrealisable(f"inverse of pair {q} at {p}")
+        sid[p] = q
+    seen = {}
+    for p, q in sid.items():
+        if not 0 <= q <= r.pad or (q != r.pad and seen.setdefault(q, p) != p):
+            raise Unrealisable(f"position {p} holds {q}")
+    for b, e in facts.bexp.items():
+        if not -1 <= e < r.experts:
+            raise Unrealisable(f"block {b} of expert {e}")
+    per_token: dict = {}
+    for (t, k), e in facts.tid.items():
+        if not 0 <= e < r.experts or per_token.setdefault(t, {}).setdefault(e, k) != k:
+            raise Unrealisable(f"token {t} takes expert {e} twice")
+    placed = {}
+    for p, q in sid.items():
+        if q == r.pad:
+            continue
+        t, k = divmod(q, r.topk)
+        e, e2 = facts.bexp.get(p // r.block), facts.tid.get((t, k))
+        if e is not None and e2 is not None and e != e2 or e == -1:
+            raise Unrealisable(f"pair {q} at {p}: experts {e} and {e2}")
+        placed[(t, k)] = (p, e if e is not None else e2)
+    return placed, sid
+
+
+def _counts(facts: Facts, sid: dict, placed: dict, r: Routing) -> dict:
+    """Counts per expert and the ranks of the placed pairs, from a small z3 problem over
+    the experts the facts name; the experts between two named ones are one group (their
+    blocks and pairs: any pair total between the least that fills the blocks and the most
+    they hold is reached by some counts, `_spread`)."""
+    T, BM = r.tokens, r.block
+    named = sorted({e for e in facts.bexp.values() if e >= 0} |
+                   {e for _, e in placed.values()} | set(facts.tid.values()))
+    if any(e is None for e in named):
+        raise Unrealisable("a placed pair of no known expert")
+    # tokens whose TOPK experts the facts all name are closed to every other expert
+    rows: dict = {}
+    for (t, k), (_, e) in placed.items():
+        rows.setdefault(t, set()).add(e)
+    for (t, k), e in facts.tid.items():
+        rows.setdefault(t, set()).add(e)
+    full = sorted(t for t, es in rows.items() if len(es) >= r.topk)
+
+    def open_to(e, lo, hi):  # tokens in [lo, hi) that expert e may take
+        return (hi - lo) - sum(1 for t in full if lo <= t < hi and e not in rows[t])
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    c = {e: z3.Int(f"count{e}") for e in named}
+    nb = {e: z3.Int(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
+    for e in named:
+        s.add(c[e] >= 0, c[e] <= open_to(e, 0, T), nb[e] >= 0, nb[e] <= r.run_blocks,
+              c[e] <= nb[e] * BM, c[e] > (nb[e] - 1) * BM)
+    rest = Routing(BM, T - len(full), r.topk, r.experts, r.rows)  # an expert no fact names
+    groups, start, acc, pairs = [], {}, z3.IntVal(0), []
+    for lo, hi in zip([-1] + named, named + [r.experts]):
+        n = hi - lo - 1
+        if n > 0:  # the experts strictly between two named ones
+            g, q = z3.Int(f"group_blocks{lo}"), z3.Int(f"group_pairs{lo}")
+            s.add(g >= 0, g <= n * rest.run_blocks, q >= _least(g, n, rest),
+                  q <= _most(g, n, rest))
+            groups.append((lo + 1, n, g, q))
+            acc, pairs = acc + g, pairs + [q]
+        if hi < r.experts:
+            start[hi] = acc
+            acc, pairs = acc + nb[hi], pairs + [c[hi]]
+    used = acc
+    s.add(z3.Sum(pairs) == r.pad, used <= r.blocks)
+    for b, e in facts.bexp.items():
+        s.add(b >= used if e < 0 else z3.And(start[e] <= b, b < start[e] + nb[e]))
+    ranks = {}
+    for (t, k), (p, e) in placed.items():
+        rank = p - start[e] * BM
+        ranks[(t, k)] = rank
+        s.add(rank >= 0, rank < c[e], rank <= open_to(e, 0, t),
+              c[e] - 1 - rank <= open_to(e, t + 1, T))
+    for p, q in sid.items():
+        if q != r.pad:
+            continue
+        e = facts.bexp.get(p // BM)
+        if e is None:
+            raise Unrealisable(f"padding at {p} in a block of no known expert")
+        if e >= 0:
+            s.add(p - start[e] * BM >= c[e])
+    keys = sorted(placed)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if placed[a][1] != placed[b][1]:
+                continue
+            if a[0] == b[0]:
+                raise Unrealisable(f"token {a[0]} takes expert {placed[a][1]} twice")
+            lo, hi = (a, b) if a[0] < b[0] else (b, a)
+            s.add(ranks[hi] - ranks[lo] >= 1, ranks[hi] - ranks[lo] <= hi[0] - lo[0])
+    _forced_fit(s, facts, placed, ranks, c, r, open_to)
+    if s.check() != z3.sat:
+        raise Unrealisable("no counts place the facts")
+    m = s.model()
+
+    def val(x):
+        return m.eval(x, model_completion=True).as_long()
+    counts = [0] * r.experts
+    for e in named:
+        counts[e] = val(c[e])
+    for first, n, g, q in groups:
+        counts[first:first + n] = _spread(val(g), val(q), n, rest)
+    anchors = [[t, k, placed[(t, k)][1], val(ranks[(t, k)])] for t, k in keys]
+    slots = [[t, k, e] for (t, k), e in sorted(facts.tid.items()) if (t, k) not in placed
+             and 0 <= t < T and 0 <= k < r.topk]
+    return {"counts": counts, "anchors": anchors, "slots": slots}
+
+
+def _least(g, n: int, r: Routing):
+    """The fewest pairs that fill g blocks of n experts (one on each of the first n
+    blocks, a whole block more for each further one)."""
+    return z3.If(g <= n, g, n + (g - n) * r.block)
+
+
+def _most(g, n: int, r: Routing):
+    """The most pairs g blocks of n experts hold (an expert at most T: its first K - 1
+    blocks BM each, its K-th the rest)."""
+    k, last = r.run_blocks, r.tokens - (r.run_blocks - 1) * r.block
+    full = z3.If(g <= n * (k - 1), g, n * (k - 1))
+    extra = z3.If(g - n * (k - 1) <= 0, 0, z3.If(g - n * (k - 1) >= n, n, g - n * (k - 1)))
+    return r.block * full + last * extra
+
+
+def _spread(blocks: int, pairs: int, n: int, r: Routing) -> list[int]:
+    """Counts of n experts with `blocks` blocks and `pairs` pairs: blocks round-robin
+    (which reaches both the least and the most pairs), then each expert from its least
+    count up towards its most."""
+    ks = [blocks // n + (i < blocks % n) for i in range(n)]
+    lo = [0 if k == 0 else (k - 1) * r.block + 1 for k in ks]
+    hi = [min(k * r.block, r.tokens) for k in ks]
+    out, left = list(lo), pairs - sum(lo)
+    for i in range(n):
+        add = min(hi[i] - lo[i], left)
+        out[i] += add
+        left -= add
+    if left or sum(lo) > pairs:
+        raise Unrealisable(f"{pairs} pairs do not fill {blocks} blocks of {n} experts")
+    return out
+
+
+def _forced_fit(s, facts: Facts, placed: dict, ranks: dict, c, r: Routing, open_to) -> None:
+    """Tokens the facts put on an expert without a position fit the members its run has
+    between the placed ones, and those members fit the tokens open to it there."""
+    by: dict = {}
+    for (t, k), e in facts.tid.items():
+        if (t, k) not in placed and 0 <= t < r.tokens:
+            by.setdefault(e, []).append(t)
+    for e, tokens in by.items():
+        mine = sorted((t, ranks[(t, k)]) for (t, k) in placed if placed[(t, k)][1] == e)
+        s.add(c[e] >= len(tokens) + len(mine))
+        bounds = [(-1, z3.IntVal(-1))] + mine + [(r.tokens, c[e])]
+        for (t0, r0), (t1, r1) in zip(bounds, bounds[1:]):
+            inside = sum(1 for t in tokens if t0 < t < t1)
+            if inside:
+                s.add(r1 - r0 - 1 >= inside)
+            s.add(r1 - r0 - 1 <= open_to(e, t0 + 1, t1))
+
+
+# ---------------------------------------------------------------- step 2: tokens
+def build(spec: dict, r: Routing):
+    """The T x TOPK top-k choice of a spec (a numpy array), or None when the greedy fill
+    finds none. A spec of `{"ids": ...}` is the choice itself."""
+    import numpy as np
+    if "ids" in spec:
+        return np.asarray(spec["ids"], dtype=np.int64)
+    try:
+        return _Fill(spec, r).run()
+    except Unrealisable:
+        return None
+
+
+class _Fill:
+    """Tokens in order; each expert's members split into segments at its placed tokens."""
+
+    def __init__(self, spec: dict, r: Routing):
+        import numpy as np
+        self.np, self.r = np, r
+        T, E, K = r.tokens, r.experts, r.topk
+        self.ids = np.full((T, K), -1, dtype=np.int64)
+        self.member: dict = {}            # token -> {expert: slot}
+        anchors: dict = {e: [] for e in range(E)}
+        for t, k, e, rank in spec["anchors"]:
+            anchors[e].append((t, rank))
+            self._put(t, e, k)
+        self.forced: dict = {e: [] for e in range(E)}  # tokens on e with no rank
+        for t, k, e in spec["slots"]:
+            self._put(t, e, k)
+            self.forced[e].append(t)
+        for e in range(E):
+            anchors[e].sort()
+            self.forced[e].sort()
+        counts = spec["counts"]
+        self.segments = []  # per expert: [(end token, demand)], the last ending at T
+        for e in range(E):
+            segs, prev = [], -1
+            for t, rank in anchors[e]:
+                segs.append((t, rank - prev - 1))
+                prev = rank
+            segs.append((T, counts[e] - prev - 1))
+            self.segments.append(segs)
+        self.seg = [0] * E
+        self.full = sorted(t for t, row in self.member.items() if len(row) == K)
+        self.full_with = {e: [t for t in self.full if e in self.member[t]] for e in range(E)}
+        self.rem = np.array([s[0][1] for s in self.segments], dtype=np.int64)
+        self.anchored = {(t, e) for e in range(E) for t, _ in anchors[e]}
+
+    def _put(self, t: int, e: int, k: int) -> None:
+        row = self.member.setdefault(t, {})
+        if row.get(e, k) != k or k in [x for x, y in row.items() if x != e] or \
+                not 0 <= k < self.r.topk:
+            raise Unrealisable(f"token {t}: slot {k} of expert {e}")
+        row[e] = k
+
+    def end(self, e: int) -> int:
+        return self.segments[e][self.seg[e]][0]
+
+    def closed(self, e: int, a: int, b: int) -> int:
+        """Tokens in [a, b) whose experts the facts all name, none of them e."""
+        f, w = self.full, self.full_with[e]
+        return (bisect.bisect_left(f, b) - bisect.bisect_left(f, a)) - \
+            (bisect.bisect_left(w, b) - bisect.bisect_left(w, a))
+
+    def pending(self, e: int, a: int) -> int:
+        """Forced tokens of expert e in [a, end of its segment)."""
+        f = self.forced[e]
+        return bisect.bisect_left(f, self.end(e)) - bisect.bisect_left(f, a)
+
+    def run(self):
+        T = self.r.tokens
+        t = 0
+        for v in sorted(self.member) + [T]:
+            if v > t:
+                self._stretch(t, v)
+            if v >= T:
+                break
+            self._token(v)
+            t = v + 1
+        if (self.rem != 0).any():
+            raise Unrealisable("members left over")
+        return self.ids
+
+    def _choose(self, a: int, b: int, row: dict, need: int):
+        """How many tokens of [a, b) take each expert besides those of `row` (forced on
+        them), `need` in all: what each expert's segment still needs from here is due by
+        its end; the experts with the least slack go first."""
+        np, E, L = self.np, self.r.experts, b - a
+        lo = np.zeros(E, dtype=np.int64)
+        hi = np.zeros(E, dtype=np.int64)
+        slack = np.zeros(E, dtype=np.int64)
+        for e in range(E):
+            if e in row:
+                continue
+            free = self.rem[e] - self.pending(e, b)
+            if free < 0:
+                raise Unrealisable(f"expert {e} over its members")
+            later = (self.end(e) - b) - self.pending(e, b) - self.closed(e, b, self.end(e))
+            lo[e], hi[e] = max(0, free - later), min(free, L)
+            slack[e] = later + L - free
+        x = lo.copy()
+        left = need - int(x.sum())
+        if left < 0 or (hi < lo).any():
+            raise Unrealisable(f"tokens [{a}, {b}): no room for the members due")
+        for e in np.lexsort((-hi, slack)):
+            if left == 0:
+                break
+            add = min(int(hi[e] - x[e]), left)
+            x[e] += add
+            left -= add
+        if left:
+            raise Unrealisable(f"tokens [{a}, {b}): too few members for the slots")
+        return x
+
+    def _stretch(self, a: int, b: int) -> None:
+        np = self.np
+        x = self._choose(a, b, {}, (b - a) * self.r.topk)
+        seq = np.repeat(np.arange(self.r.experts), x)
+        self.ids[a:b] = seq.reshape(self.r.topk, b - a).T
+        self.rem -= x
+
+    def _token(self, v: int) -> None:
+        np = self.np
+        row = self.member[v]
+        for e in row:
+            if (v, e) in self.anchored:
+                if self.rem[e] != 0 or self.end(e) != v:
+                    raise Unrealisable(f"expert {e}: rank of token {v}")
+                self.seg[e] += 1
+                self.rem[e] = self.segments[e][self.seg[e]][1]
+            else:
+                if self.rem[e] <= 0:
+                    raise Unrealisable(f"expert {e} has no member left for token {v}")
+                self.rem[e] -= 1
+        x = self._choose(v, v + 1, row, self.r.topk - len(row))
+        slots = [k for k in range(self.r.topk) if k not in row.values()]
+        for e, k in row.items():
+            self.ids[v, k] = e
+        for e, k in zip(np.flatnonzero(x), slots):
+            self.ids[v, k] = e
+        self.rem -= x
