@@ -126,10 +126,14 @@ def _complete(ck, tensor: str, points: list, extents: list) -> None:
     if verdict == "missing":
         p, q, t, k = _pair(ck, m, where[0])
         d = evaluate(m, where[1]) if len(where) > 1 else None
+        before = len(ck.report.violations)
         ck.violate("coverage", op, f"`{tensor}[{t}, {d}]` never receives slot {k}: no program "
                    f"instance reaches the row of sorted position {p} (pair {q}) at column {d}",
                    m, (), expected={r.slot: f"[0, {r.topk})"}, actual={f"missing {r.slot}": k},
                    tensor=tensor, coords=(t, d))
+        if len(ck.report.violations) > before:  # no instance writes it: none to name
+            v = ck.report.violations[-1]
+            v.program_id, v.names = (), {}
         return
     w = where
     ck.stmt = w.stmt

@@ -114,7 +114,8 @@ def on_write(ck, a, value, call):
         if m is not None:
             ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
                        f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
-                       a.shape, expected={dim: want}, actual={dim: v}, tensor=name)
+                       a.shape, expected={dim: want}, actual={dim: v}, tensor=name,
+                       coords=tuple(evaluate(m, c) for c in a.coords))
     if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
         _unweighted(ck, a, value, op, r)
     return value
@@ -126,7 +127,7 @@ def _unweighted(ck, a, value, op: str, r: Routing) -> None:
         ck.violate("combine", op, f"rows reach `{a.tensor.name}` without a top-k weight (no "
                    f"element of `{r.slot}`-indexed weights was multiplied in)", m, a.shape,
                    expected={r.slot: "a weight"}, actual={r.slot: None},
-                   tensor=a.tensor.name)
+                   tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 
 
 PACK = register_pack(InvariantPack(

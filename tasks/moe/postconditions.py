@@ -13,13 +13,16 @@ enough that a counterexample is one the routing can produce (`realize.py` builds
 - per position p: `sid(p) = PAD`, or `sid(p)` is a pair q with `inv(q) = p` and
   `tid(q) = bexp(p // BM)`; a block without expert holds only padding; a block with one
   starts with a pair (padding ends each expert's run, fewer than BM rows of it); a pair at
-  offset i of its block has at least i earlier tokens on its expert (`i <= q // TOPK`);
+  offset i of its block b has at least i earlier tokens on its expert (`i <= q // TOPK`),
+  and there are pairs enough to fill blocks 0..b up to it (one per run of at most E runs,
+  BM per other block, plus i);
 - per pair q: `0 <= inv(q) < P`, `sid(inv(q)) = q`;
 - per block b: `-1 <= bexp(b) < E`; the first `lo` blocks have an expert and the blocks
   from `hi` on have none, where lo and hi are the fewest and most blocks any top-k choice
   fills (`used_blocks`); an expert's run is at most ceil(T / BM) blocks;
 - per token: its top-k ids are distinct experts in [0, E);
-- per two terms of one query: blocks are in expert order, with the empty blocks last; in
+- per two terms of one query: blocks are in expert order, with the empty blocks last, and
+  blocks b1 < b2 of experts e1 <= e2 are at most (e2 - e1 + 1) runs apart; in
   one expert's run the pairs come first (in pair order, tokens increasing, ranks apart by at
   most the tokens apart) and padding last, and padding sits only in a run's last block.
 """
@@ -173,9 +176,14 @@ def _instance(r: Routing, f: Fns, kind: str, t):
     a = t.arg(0)
     if kind == "sid":
         q, e = t, f.bexp(a / r.block)
+        b = a / r.block
+        runs = z3.If(b + 1 <= r.experts, b + 1, r.experts)
         pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a,
                       f.tid(q / r.topk, q % r.topk) == e,
-                      a % r.block <= q / r.topk)             # rank >= offset, <= token
+                      a % r.block <= q / r.topk,             # rank >= offset, <= token
+                      # the pairs blocks 0..b hold at least: one per run (at most E runs),
+                      # BM for every other block, and the offset's before it in block b
+                      r.block * (b + 1 - runs) + runs + a % r.block <= r.pad)
         return z3.Implies(z3.And(a >= 0, a < r.rows), z3.And(
             z3.Or(q == r.pad, pair),
             z3.Implies(e < 0, q == r.pad),                   # an empty block: padding
@@ -233,11 +241,12 @@ def _pair(r: Routing, f: Fns, kind: str, t1, t2):
 
 
 def _blocks_in_order(r: Routing, b1, e1, b2, e2):
-    """Block b1 before block b2: experts in order, empty blocks last, runs short."""
+    """Block b1 before block b2: experts in order, empty blocks last, and the blocks from
+    b1 to b2 belong to experts e1..e2, each at most a run of K = ceil(T / BM) blocks."""
     return z3.Implies(z3.And(b1 >= 0, b1 < b2, b2 < r.blocks), z3.And(
         z3.Implies(e1 < 0, e2 < 0),
-        z3.Implies(z3.And(e1 >= 0, e2 >= 0), e1 <= e2),
-        z3.Implies(z3.And(e1 >= 0, e1 == e2), b2 - b1 < r.run_blocks)))
+        z3.Implies(z3.And(e1 >= 0, e2 >= 0), z3.And(
+            e1 <= e2, b2 - b1 <= (e2 - e1 + 1) * r.run_blocks - 1))))
 
 
 def _run_order(r: Routing, f: Fns, a1, q1, a2, q2):

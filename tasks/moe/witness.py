@@ -12,7 +12,7 @@ obligation as undecided when none is realised.
 from __future__ import annotations
 
 from .postconditions import axioms_and_terms, fns, spec
-from .realize import Facts, realize
+from .realize import Facts, realize_or_core
 
 try:
     import z3
@@ -80,14 +80,15 @@ def realised(ck, model) -> dict | None:
     if hit is not None and hit[0] is model:
         return hit[1]
     facts = facts_of(ck, model, ck.query_of(model))
-    found = realize(facts, spec(ck))
-    memo[id(model)] = (model, found, facts)
+    found, core = realize_or_core(facts, spec(ck))
+    memo[id(model)] = (model, found, core)
     return found
 
 
 def exclude(ck, model):
     """The pack's `exclude` hook: None when a top-k choice realises `model`, else the
-    negation of the facts it fixed (the checker asks again without them)."""
+    negation of the facts it fixed that have none (a core of them where the counts
+    problem found one): the checker asks again without them."""
     if realised(ck, model) is not None:
         return None
     facts = ck.memo["routing_realised"][id(model)][2]
@@ -106,7 +107,20 @@ def witness(ck, model, violation) -> dict | None:
     if found is None:
         return None
     out = {"routing": found, "num_sms": ck.num_sms}
-    r = spec(ck)
-    if violation.tensor == r.output and violation.coords:
-        out["output"] = list(violation.coords)
+    element = _output_element(ck, model, violation)
+    if element is not None:
+        out["output"] = element
     return out
+
+
+def _output_element(ck, model, violation) -> list | None:
+    """The element of the task's output the violation names: its own coordinates, or
+    where the write of its statement puts the model's element."""
+    r = spec(ck)
+    if violation.tensor == r.output and violation.coords and None not in violation.coords:
+        return [int(c) for c in violation.coords]
+    w = next((w for w in ck.writes if w.stmt is ck.stmt and w.tensor == r.output), None)
+    if w is None or not violation.element:
+        return None
+    coords = [evaluate(model, c) for c in w.coords]
+    return coords if None not in coords else None

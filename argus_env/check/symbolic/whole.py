@@ -449,17 +449,20 @@ def every_point_written(ck, ws, extents, required, extra=()):
     (`w.coords`) of a live element of some write w of `ws`, proven in two parts:
 
     1. some instance's element reaches y, whatever the branches around the write decide:
-       by counting for one write of aligned tiles (distinct instances have distinct
-       origins, all inside the box, as many as tiles), else by one quantified query;
+       for one write of aligned tiles, by counting the values its grid and loops reach
+       (`_tiles_cover`), else by one quantified query;
     2. that element is live where y is required: no instance and element reaching a
        required point has its branch conditions or its mask false there.
 
-    Returns ("proven", None, None); ("missing", model, ys): a required point `ys` no
-    instance reaches; ("dropped", model, w): an instance of w (the model's) reaches a
-    required point at the model's element but drops it; ("undecided", None, reason)."""
+    Returns ("proven", None, None); ("missing", model, ys): a required point (the terms
+    `ys` in the model) no instance reaches; ("dropped", model, w): an instance of w (the
+    model's) reaches a required point at the model's element but drops it;
+    ("undecided", None, reason)."""
     extra = list(extra)
-    reason = _tiles_cover(ck, ws, extents)
-    if reason is not None:
+    verdict, m, why = _tiles_cover(ck, ws, extents, required, extra)
+    if verdict == "missing":
+        return verdict, m, why
+    if verdict is None:
         ys = [z3.Int(f"unreached{i}!{next(ck.vars.counter)}") for i in range(len(extents))]
         cases = []
         for w in ws:
@@ -472,11 +475,11 @@ def every_point_written(ck, ws, extents, required, extra=()):
         box = [z3.And(y >= 0, y < n) for y, n in zip(ys, extents)]
         before = len(ck.report.undecided)
         m = ck.solve_real(box + [required(ys), z3.Not(z3.Or(*cases))] + extra,
-                     f"every required point of `{ws[0].tensor}` reached ({reason})")
+                          f"every required point of `{ws[0].tensor}` reached ({why})")
         if m is not None:
             return "missing", m, ys
         if len(ck.report.undecided) > before:
-            return "undecided", None, reason
+            return "undecided", None, why
     for w in ws:
         inbox = [z3.And(c >= 0, c < n) for c, n in zip(w.coords, extents)]
         m = ck.solve_real(unguarded(w) + axis_ranges(w.shape) + inbox +
@@ -486,19 +489,105 @@ def every_point_written(ck, ws, extents, required, extra=()):
     return "proven", None, None
 
 
-def _tiles_cover(ck, ws, extents) -> str | None:
-    """None when one write's aligned tiles cover the box (counting, branches ignored),
-    else why not."""
+def _tiles_cover(ck, ws, extents, required, extra):
+    """Whether one write's aligned tiles reach every required point, by counting:
+    ("proven", None, None), ("missing", model, coords) or (None, None, why not).
+
+    The write's *units* are what tells its instances' tiles apart: a grid-stride loop's
+    linear index (it reaches [offset, stop)), a loop `range(pid + c, stop, s)` with
+    s <= the grid's extent (its value, reaching every integer of [c, stop)), a loop of
+    constant bounds (its iteration), a program id no loop consumes. When distinct unit
+    values have distinct tile origins (and equal ones equal origins), every origin is
+    inside the box, and there are as many values as tiles, every tile is reached. With
+    fewer, a lone grid-stride index is a closed form: its formulas give the tile of every
+    index up to the number of tiles (a bijection, checked the same way), and a required
+    point in a tile of an index the loop does not reach is missing (one query without
+    quantifiers)."""
     if len(ws) != 1 or block_form(ck, ws[0]) is None:
-        return "not one write of aligned tiles"
+        return None, None, "not one write of aligned tiles"
     w = ws[0]
     bases, blocks = w._block
     tiles = math.prod(-(-s // n) for s, n in zip(extents, blocks))
-    count, injective = _instances(ck, w, guarded=False)
-    if count is None or not injective:
-        return "instance count unknown" if count is None else "two instances share a tile"
-    outside = ck.solve(unguarded(w) + [z3.Or(*[z3.Or(b < 0, b >= n)
-                                               for b, n in zip(bases, extents)])])
-    if outside is not None:
-        return "a tile origin outside the tensor"
-    return None if count >= tiles else f"{count} program instances for {tiles} tiles"
+    units = _units(ck, w, bases)
+    if units is None:
+        return None, None, "its loops are not over tiles"
+    path = unguarded(w)
+    if ck.solve(path + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])]) \
+            is not None:
+        return None, None, "a tile origin outside the tensor"
+    if not _one_to_one(ck, path, units, bases):
+        return None, None, "two unit values share a tile"
+    count = math.prod(n for _, n, _, _ in units)
+    if count >= tiles:
+        return "proven", None, None
+    if len(units) != 1 or units[0][2] != "stride":
+        return None, None, f"{count} unit values for {tiles} tiles"
+    v, _, _, (lo, hi) = units[0]
+    ext = _without_loop(ck, w, path, v) + [v >= 0, v < tiles]
+    if ck.solve(ext + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])]) \
+            is not None or not _one_to_one(ck, ext, units, bases):
+        return None, None, f"{count} unit values for {tiles} tiles"
+    m = ck.solve_real(ext + axis_ranges(w.shape) + [z3.Or(v < lo, v >= hi), required(w.coords)]
+                      + extra)
+    return ("missing", m, w.coords) if m is not None else ("proven", None, None)
+
+
+def _without_loop(ck, w, path, v) -> list:
+    """`path` without the constraints of the grid-stride loop whose linear index is `v`:
+    its range, and those of its program id and iteration (which the solver would link
+    back to `v`, `Checker._links`)."""
+    cons = [c for f in w.frames if f.kind == "loop" and f.value is not None and f.value.eq(v)
+            for c in f.cons]
+    pid, t = next((x[0], x[1]) for x in ck.linear if x[2].eq(v))
+    names = {pid.decl().name(), t.decl().name()}
+    return [c for c in path if not any(c.eq(x) for x in cons) and not names & free_names(c)]
+
+
+def _units(ck, w, bases) -> list | None:
+    """(unit, values reached, kind, (lo, hi)) for each unit the tile origins mention."""
+    units, consumed = [], set()
+    for f in w.frames:
+        if f.kind != "loop":
+            continue
+        lin = next((x for x in ck.linear if x[1].eq(f.var)), None)
+        stop, step = const_value(f.stop), const_value(f.step)
+        if lin is not None:
+            pid, _, v, _, _ = lin
+            offset = const_value(f.start - pid)
+            if offset is None or stop is None:
+                return None
+            consumed.add(next(i for i, p in enumerate(ck.pids) if p.eq(pid)))
+            units.append((v, max(0, stop - offset), "stride", (offset, stop), v))
+            continue
+        axis = next((i for i, p in enumerate(ck.pids) if _mentions(f.start, p)
+                     and const_value(f.start - p) is not None), None)
+        if axis is not None and step is not None and 1 <= step <= ck.grid[axis] \
+                and stop is not None:
+            c = const_value(f.start - ck.pids[axis])
+            consumed.add(axis)
+            units.append((f.value, max(0, stop - c), "dense", (c, stop), f.var))
+            continue
+        start = const_value(f.start)
+        if None in (start, stop, step) or step <= 0:
+            return None
+        units.append((f.var, max(0, -(-(stop - start) // step)), "iter", (0, None), f.var))
+    units += [(p, n, "pid", (0, n), p) for i, (p, n) in enumerate(zip(ck.pids, ck.grid))
+              if i not in consumed]
+    kept = [u[:4] for u in units if any(_mentions(b, u[4]) for b in bases)]
+    if any(u[1] < 1 for u in units if u[:4] not in kept):
+        return None  # a unit the origins ignore reaches nothing: no instance at all
+    return kept
+
+
+def _one_to_one(ck, path, units, bases) -> bool:
+    """Distinct unit values have distinct tile origins, and (where a unit is a loop's
+    value, not a variable) equal values equal origins."""
+    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+    both = [c1(p) for p in path] + [c2(p) for p in path]
+    same_units = z3.And(*[c1(u) == c2(u) for u, _, _, _ in units]) if units else z3.BoolVal(True)
+    same_bases = z3.And(*[c1(b) == c2(b) for b in bases])
+    if ck.solve(both + [z3.Not(same_units), same_bases]) is not None:
+        return False
+    if any(kind == "dense" for _, _, kind, _ in units):
+        return ck.solve(both + [same_units, z3.Not(same_bases)]) is None
+    return True
