@@ -24,7 +24,11 @@ enough that a counterexample is one the routing can produce (`realize.py` builds
 - per two terms of one query: blocks are in expert order, with the empty blocks last, and
   blocks b1 < b2 of experts e1 <= e2 are at most (e2 - e1 + 1) runs apart; in
   one expert's run the pairs come first (in pair order, tokens increasing, ranks apart by at
-  most the tokens apart) and padding last, and padding sits only in a run's last block.
+  most the tokens apart) and padding last, and padding sits only in a run's last block;
+  pairs at offsets i1, i2 of blocks b1 < b2 need `b2 + i1 + i2 + 1` pairs in all; an
+  expert some pair takes has a block: not after the blocks of later experts or empty
+  ones, not before those of earlier experts, and between two blocks of experts on either
+  side of it.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
     the terms of `constraints`, then those their instances introduce, and so on."""
     r, f = spec(ck), fns(ck)
     names = f.kinds()
-    memo = ck.memo.setdefault("routing_inst", {})  # term id -> (term, instances)
+    memo = _memo(r, "inst")  # term id -> (term, instance)
     out, seen, todo, found = [], set(), list(constraints), []
     for _ in range(depth):
         terms = apps(ck, todo, names)
@@ -170,6 +174,20 @@ def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
             break
     out += _pairwise(ck, r, f, found)
     return out, found
+
+
+#: instances made, per routing: a term's instance is the same in every check of every
+#: program at those sizes (the checker's variables are named alike from check to check, and
+#: z3 makes equal terms one term), so they are kept across checks; each entry keeps its
+#: terms alive (their ids are not reused meanwhile); bounded
+_MEMO: dict = {}
+MEMO_ENTRIES = 200_000
+
+
+def _memo(r: Routing, kind: str) -> dict:
+    if sum(len(d) for d in _MEMO.values()) > MEMO_ENTRIES:
+        _MEMO.clear()
+    return _MEMO.setdefault((r, kind), {})
 
 
 def _instance(r: Routing, f: Fns, kind: str, t):
@@ -204,7 +222,7 @@ def _instance(r: Routing, f: Fns, kind: str, t):
 
 def _pairwise(ck, r: Routing, f: Fns, found: list) -> list:
     """The two-term facts over the terms of one query (memoised per pair)."""
-    memo = ck.memo.setdefault("routing_pairs", {})
+    memo = _memo(r, "pairs")  # (kind, term ids) -> (terms, instance)
     by = {"sid": [], "bexp": [], "tid": []}
     for kind, t in found:
         if kind in by:
@@ -226,7 +244,33 @@ def _pairwise(ck, r: Routing, f: Fns, found: list) -> list:
                 if key not in memo:
                     memo[key] = (s, b, _last_block(r, f, s, b))
                 out.append(memo[key][2])
+    if len(by["tid"]) <= PAIRWISE_TERMS and len(by["bexp"]) <= PAIRWISE_TERMS:
+        for v in by["tid"]:
+            for i, b1 in enumerate(by["bexp"]):
+                for b2 in [None] + by["bexp"]:
+                    if b2 is b1:
+                        continue
+                    key = ("used", v.get_id(), b1.get_id(), None if b2 is None else b2.get_id())
+                    if key not in memo:
+                        memo[key] = (v, b1, b2, _expert_has_a_block(r, v, b1, b2))
+                    out.append(memo[key][3])
     return out
+
+
+def _expert_has_a_block(r: Routing, v, b1, b2):
+    """An expert some pair takes (`v = tid(t, k)`) has a block: before a block of a later
+    expert or an empty one, after a block of an earlier expert, and between two blocks
+    whose experts lie on either side of it."""
+    t, k, a1 = v.arg(0), v.arg(1), b1.arg(0)
+    live = z3.And(t >= 0, t < r.tokens, k >= 0, k < r.topk, a1 >= 0, a1 < r.blocks)
+    later = z3.Or(b1 < 0, v < b1)   # v's block comes before a1
+    one = z3.And(z3.Implies(later, a1 >= 1),
+                 z3.Implies(z3.And(b1 >= 0, v > b1), a1 + 1 < r.blocks))
+    if b2 is None:
+        return z3.Implies(live, one)
+    a2 = b2.arg(0)
+    between = z3.And(a1 < a2, a2 < r.blocks, b1 >= 0, b1 < v, z3.Or(b2 < 0, v < b2))
+    return z3.Implies(live, z3.Implies(between, a2 - a1 >= 2))
 
 
 def _pair(r: Routing, f: Fns, kind: str, t1, t2):
@@ -237,7 +281,8 @@ def _pair(r: Routing, f: Fns, kind: str, t1, t2):
         return z3.Implies(z3.And(live, a1 == a2, k1 != k2), t1 != t2)  # distinct experts
     if kind == "bexp":
         return z3.And(_blocks_in_order(r, a1, t1, a2, t2), _blocks_in_order(r, a2, t2, a1, t1))
-    return z3.And(_run_order(r, f, a1, t1, a2, t2), _run_order(r, f, a2, t2, a1, t1))
+    return z3.And(_run_order(r, f, a1, t1, a2, t2), _run_order(r, f, a2, t2, a1, t1),
+                  _room(r, a1, t1, a2, t2), _room(r, a2, t2, a1, t1))
 
 
 def _blocks_in_order(r: Routing, b1, e1, b2, e2):
@@ -257,6 +302,15 @@ def _run_order(r: Routing, f: Fns, a1, q1, a2, q2):
     return z3.Implies(same, z3.And(
         z3.Implies(q1 == r.pad, q2 == r.pad),
         z3.Implies(q2 != r.pad, z3.And(t1 < t2, a2 - a1 <= t2 - t1))))
+
+
+def _room(r: Routing, a1, q1, a2, q2):
+    """Pairs a1 and a2 in blocks b1 < b2: every block up to b2 holds a pair, and the blocks
+    of a1 and a2 hold theirs and those before them in the block (a run's pairs come first):
+    b2 + (a1 % BM) + (a2 % BM) + 1 pairs at least."""
+    b1, b2 = a1 / r.block, a2 / r.block
+    both = z3.And(a1 >= 0, a2 < r.rows, b1 < b2, q1 != r.pad, q2 != r.pad)
+    return z3.Implies(both, b2 + a1 % r.block + a2 % r.block + 1 <= r.pad)
 
 
 def _last_block(r: Routing, f: Fns, s, b):

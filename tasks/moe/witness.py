@@ -88,13 +88,17 @@ def realised(ck, model) -> dict | None:
 def exclude(ck, model):
     """The pack's `exclude` hook: None when a top-k choice realises `model`, else the
     negation of the facts it fixed that have none (a core of them where the counts
-    problem found one): the checker asks again without them."""
+    problem found one; of those, the blocks' experts where there are some): the checker
+    asks again without them. Excluding more than the unrealisable facts narrows the search
+    for a counterexample, never a proof: with none realised the obligation is undecided."""
     if realised(ck, model) is not None:
         return None
     facts = ck.memo["routing_realised"][id(model)][2]
     f = fns(ck)
-    eqs = [f.sid(p) == v for p, v in facts.sid.items()] + \
-        [f.bexp(b) == v for b, v in facts.bexp.items()] + \
+    # the blocks' experts of the core alone where it has some: a layout whose pairs did not
+    # fit is asked again with other blocks (wider than needed: a search, not a proof)
+    eqs = [f.bexp(b) == v for b, v in facts.bexp.items()] or \
+        [f.sid(p) == v for p, v in facts.sid.items()] + \
         [f.tid(t, k) == v for (t, k), v in facts.tid.items()] + \
         [f.inv(q) == p for q, p in facts.inv.items()]
     return z3.Not(z3.And(*eqs)) if eqs else None

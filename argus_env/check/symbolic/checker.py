@@ -39,7 +39,7 @@ DEFAULT_NUM_SMS = 132  # an H200
 #: is refused (`CheckTimeout`) instead of run with a limit that can only end undecided
 QUERY_FLOOR_MS = 200
 #: models asked for one counterexample while the pack finds them unrealisable
-REALISE_TRIES = 3
+REALISE_TRIES = 4
 
 
 class Checker:
