@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -25,13 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "check"))
 
 
-def _time(check, repeats: int) -> tuple[list[float], object]:
-    times, report = [], None
+def _time(check, repeats: int) -> tuple[list[float], list[float], object]:
+    """Wall and CPU milliseconds of each run (the CPU time of this process is what a
+    machine shared with other work inflates least), and the last report."""
+    wall, cpu, report = [], [], None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         report = check()
-        times.append((time.perf_counter() - t0) * 1000)
-    return times, report
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    return wall, cpu, report
 
 
 def main(argv=None) -> int:
@@ -59,10 +63,11 @@ def main(argv=None) -> int:
     rows = []
 
     def run(group, name, shape, program, sizes, num_sms, expect=None):
-        times, report = _time(lambda: check_program(program, sizes, task, num_sms=num_sms),
-                              args.repeats)
+        times, cpu, report = _time(lambda: check_program(program, sizes, task, num_sms=num_sms),
+                                   args.repeats)
         row = {"group": group, "program": name, "shape": shape, "num_sms": num_sms,
                "median_ms": statistics.median(times), "max_ms": max(times),
+               "cpu_median_ms": statistics.median(cpu), "cpu_max_ms": max(cpu),
                "queries": report.queries, "status": report.status,
                "kinds": sorted(report.kinds())}
         if expect is not None:
@@ -94,19 +99,26 @@ def main(argv=None) -> int:
         summary[group] = {"checks": len(mine),
                           "median_ms": statistics.median(r["median_ms"] for r in mine),
                           "worst_ms": max(r["max_ms"] for r in mine),
+                          "cpu_median_ms": statistics.median(r["cpu_median_ms"] for r in mine),
+                          "cpu_worst_ms": max(r["cpu_max_ms"] for r in mine),
                           "over_1s": sum(r["max_ms"] > 1000 for r in mine),
                           "not_proven": sum(r["status"] != "proven" for r in mine)}
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     result = {"provenance": {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
                              "z3": z3.get_version_string(), "machine": platform.machine(),
+                             "cpus": os.cpu_count(), "load_average_after": load,
                              "repeats": args.repeats},
               "rows": rows, "summary": summary}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
-    print(f"\n{'group':<14}{'checks':>8}{'median ms':>11}{'worst ms':>10}{'>1 s':>6}{'not proven':>12}")
+    print(f"\n{'group':<14}{'checks':>8}{'median ms':>11}{'worst ms':>10}{'cpu med':>9}"
+          f"{'cpu worst':>10}{'>1 s':>6}{'not proven':>12}")
     for group, s in summary.items():
         print(f"{group:<14}{s['checks']:>8}{s['median_ms']:>11.1f}{s['worst_ms']:>10.1f}"
-              f"{s['over_1s']:>6}{s['not_proven']:>12}")
+              f"{s['cpu_median_ms']:>9.1f}{s['cpu_worst_ms']:>10.1f}{s['over_1s']:>6}"
+              f"{s['not_proven']:>12}")
+    print(f"load average {load} on {os.cpu_count()} CPUs")
     return 0
 
 

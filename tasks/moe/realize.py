@@ -14,8 +14,8 @@ top-k choice (T x TOPK distinct experts per token) with exactly those values, in
    at once (column by column, so no token takes an expert twice), the experts with the
    least slack first.
 
-The result is checked, not trusted: `routing.align` of the choice must agree with every
-fact and meet `routing.check_postconditions`. The choice is kept as a small `spec` (counts,
+The result is checked, not trusted: it must be a top-k choice (TOPK distinct experts per
+token) whose `routing.align` agrees with every fact. The choice is kept as a small `spec` (counts,
 placed pairs), from which `arrays` rebuilds it deterministically: a violation carries the
 spec, and the replay (`replay.py`) runs the program on the arrays.
 """
@@ -100,13 +100,13 @@ def arrays(spec: dict, r: Routing):
 
 
 def agrees(ids, facts: Facts, r: Routing) -> bool:
-    """The arrays of top-k choice `ids` have every value of `facts` and meet the
-    postconditions."""
-    tids, sorted_ids, expert_ids = arrays({"ids": ids.tolist()}, r)
-    try:
-        routing.check_postconditions(tids, sorted_ids, expert_ids, r.experts, r.block)
-    except AssertionError:
+    """The arrays of top-k choice `ids` have every value of `facts` (they are the routing
+    step's own arrays: `routing.align` built them, so they meet its postconditions, which
+    `tests/tasks/test_moe_task.py` checks of it)."""
+    if ids.shape != (r.tokens, r.topk) or (ids < 0).any() or (ids >= r.experts).any() or \
+            any(len(set(row)) != r.topk for row in ids.tolist()):
         return False
+    _, sorted_ids, expert_ids = arrays({"ids": ids.tolist()}, r)
     sid, bexp = sorted_ids.numpy(), expert_ids.numpy()
     return all(int(sid[p]) == v for p, v in facts.sid.items()) and \
         all(int(bexp[b]) == v for b, v in facts.bexp.items()) and \
