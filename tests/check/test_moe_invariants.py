@@ -139,3 +139,27 @@ def test_the_named_output_element_is_wrong_under_the_interpreter(mutation):
     got = replay(program, named[-1])
     assert got["differs"], (named[-1].render(), got)
     assert tuple(got["element"]) == tuple(named[-1].witness["output"])
+
+
+# ---------------------------------------------------------------- every suite shape
+@pytest.mark.parametrize("case", TASK.shapes, ids=lambda c: c.name)
+def test_task_programs_are_proven_at_every_suite_shape(case):
+    """Baseline and expert at every shape of the suite, with the target's SMs and the
+    interpreter's: proven, no note, nothing undecided."""
+    sizes = dict(case.sizes)
+    for which in ("baseline", "expert"):
+        for num_sms in (132, 3):
+            report = check_program(TASK.bind(TASK.program(which), sizes), sizes, TASK,
+                                   num_sms=num_sms)
+            assert report.status == "proven" and not report.notes, \
+                f"{which}, {num_sms} SMs:\n{report.render()}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", TASK.shapes, ids=lambda c: c.name)
+def test_table_configurations_are_proven_at_every_suite_shape(case):
+    from argus_env.tasks.moe.space import table_configurations
+    sizes = dict(case.sizes)
+    for c in table_configurations():
+        report = check_program(TASK.bind(TASK.space.program(c), sizes), sizes, TASK)
+        assert report.status == "proven" and not report.notes, f"{c.summary()}:\n{report.render()}"
