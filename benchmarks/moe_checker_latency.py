@@ -8,7 +8,8 @@ Three groups, each check a fresh checker (no cache), timed with `time.perf_count
   and every program its `clean` and `CLEAN` lists say is correct;
 - the median and the worst over `--repeats` runs of each check, then per group.
 
-    python benchmarks/moe_checker_latency.py --repeats 3 --out benchmarks/results/moe_checker_latency.json
+    python benchmarks/moe_checker_latency.py --repeats 3 \
+        --out benchmarks/results/moe_checker_latency.json
 """
 
 from __future__ import annotations

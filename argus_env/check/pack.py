@@ -25,8 +25,8 @@ The core calls exactly the hooks below and nothing else of a task; a hook the pa
 empty costs nothing. Symbolic hooks receive the symbolic interpreter `ck`
 (`argus_env.check.symbolic.Checker`: `find`, `violate`, `proven`, `solve`, `solve_real`,
 `query_of`, `frames`, `kernel`, `sizes`, `uf`, `vars`, `fix_lanes`, `report`, and `memo`,
-a dict for the pack's per-check state) and values of `argus_env.check.symbolic.values` (`SV`: `tags` name ->
-(guard, value), `cov` name -> coverage terms; `Cov`, `evaluate`). Tags a pack invents for
+a dict for the pack's per-check state) and values of `argus_env.check.symbolic.values`
+(`SV`: `tags` name -> (guard, value), `cov` name -> coverage terms; `Cov`, `evaluate`). Tags a pack invents for
 its own bookkeeping are named with the prefix `INTERNAL` ("@"), so they never meet a
 tensor's dim names; the core exempts them from the accumulator's tags-do-not-change check.
 Concrete hooks receive the concrete interpreter `it`

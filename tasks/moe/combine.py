@@ -20,7 +20,8 @@ core (`InvariantPack.outputs`):
 
 A refutation names the output element that ends wrong: a slot added twice (**coverage**,
 with both instances), a slot never added (**coverage**; also **bijection** when no row at
-all reaches that column), each with a model the routing realises (the checker's `solve_real` with the pack's `exclude`).
+all reaches that column), each with a model the routing realises (the checker's
+`solve_real` with the pack's `exclude`).
 """
 
 from __future__ import annotations

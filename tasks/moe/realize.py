@@ -267,7 +267,8 @@ class _Track:
     def tokens(self, full) -> list:
         """The facts naming the experts of tokens `full`."""
         out = [("pair", tk) for tk in self.placed if tk[0] in full]
-        return out + [("tid", tk) for tk in self.facts.tid if tk[0] in full and tk not in self.placed]
+        return out + [("tid", tk) for tk in self.facts.tid
+                      if tk[0] in full and tk not in self.placed]
 
     def check(self):
         assumptions = [b for _, b in self.labels.values()]

@@ -44,7 +44,11 @@ DOWN_SCATTER = "tok = pair // TOPK"
 #: the down projection's persistent tile loop and its branch (the expert's second launch)
 DOWN_LOOP = ("num_n = A.cdiv(D, BN)\n"
              "    for tile in A.range(A.program_id(0), NB * num_n, A.num_programs(0)):")
-DOWN_GUARD = "e = A.load(expert_ids[block])\n        if e >= 0:\n            pos = block * BM + A.arange(BM)\n            cols = col0 + A.arange(BN)\n            acc = A.zeros((BM, BN), A.f32)"
+DOWN_GUARD = ("e = A.load(expert_ids[block])\n"
+              "        if e >= 0:\n"
+              "            pos = block * BM + A.arange(BM)\n"
+              "            cols = col0 + A.arange(BN)\n"
+              "            acc = A.zeros((BM, BN), A.f32)")
 #: every block can hold pairs (T*TOPK = E: each expert may take exactly one pair)
 EVERY_BLOCK = {"T": 8, "D": 64, "F": 48, "E": 16, "TOPK": 2, "SKEW": 0}
 ODD_TOPK = {"T": 13, "D": 64, "F": 48, "E": 6, "TOPK": 3, "SKEW": 1}

@@ -523,6 +523,9 @@ def _tiles_cover(ck, ws, extents, required, extra):
     if len(units) != 1 or units[0][2] != "stride":
         return None, None, f"{count} unit values for {tiles} tiles"
     v, _, _, (lo, hi) = units[0]
+    pid, t = next((x[0], x[1]) for x in ck.linear if x[2].eq(v))
+    if any({pid.decl().name(), t.decl().name()} & free_names(b) for b in bases):
+        return None, None, f"{count} unit values for {tiles} tiles"  # not a function of v
     ext = _without_loop(ck, w, path, v) + [v >= 0, v < tiles]
     if ck.solve(ext + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])]) \
             is not None or not _one_to_one(ck, ext, units, bases):
