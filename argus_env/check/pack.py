@@ -81,9 +81,11 @@ AxiomRule = Callable[[Any, list], list]                             # (ck, const
 #: refutes under its own facts): "written" for the bijection, coverage names for the store
 #: coverage; the core checks the rest
 OutputRule = Callable[[Any, str, list], "frozenset[str]"]          # (ck, tensor, writes)
-#: None when some input realises a counterexample's model, else a constraint excluding
-#: what the model fixed of the inputs (`Checker.solve_real` asks again with it)
-ExcludeRule = Callable[[Any, Any], Any]                            # (ck, model)
+#: None when some input realises a counterexample's model, else (implied, narrowing):
+#: facts true of every input to add to its query (no model then: no counterexample), or a
+#: constraint excluding what the model fixed of the inputs (no model then: undecided);
+#: `Checker.solve_real` asks again with them
+ExcludeRule = Callable[[Any, Any], "tuple | None"]                 # (ck, model)
 #: the inputs that realise a violation's model (a host step's arrays), attached to it as
 #: `Violation.witness`; None: no input realises the model (the obligation is undecided)
 WitnessRule = Callable[[Any, Any, Any], "dict | None"]             # (ck, model, violation)

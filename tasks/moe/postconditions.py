@@ -29,6 +29,11 @@ enough that a counterexample is one the routing can produce (`realize.py` builds
   expert some pair takes has a block: not after the blocks of later experts or empty
   ones, not before those of earlier experts, and between two blocks of experts on either
   side of it.
+
+The first tier (`axioms`, every query) is what the task's programs' proofs rest on; the
+second (`refinements`: a pair's rank against its offset and token, room for the pairs
+before it, run lengths, and the facts over two or three terms) is added to a query when a
+counterexample of the first tier is no routing's (`witness.exclude`).
 """
 
 from __future__ import annotations
@@ -144,15 +149,17 @@ def fns(ck) -> Fns:
 
 # ---------------------------------------------------------------- instances
 def axioms(ck, constraints) -> list:
-    """Instances of the postconditions at every routing term of `constraints` (and at the
-    terms the instances introduce, to a fixed depth), then the two-term facts over the
-    terms found."""
+    """The pack's `axioms` hook: the facts every query gets, instances of the first tier
+    of the postconditions at every routing term of `constraints` (and at the terms the
+    instances introduce, to a fixed depth). The second tier (`refinements`) is added when
+    a counterexample of the first is no routing's (`witness.exclude`)."""
     return axioms_and_terms(ck, constraints)[0]
 
 
 def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
-    """The instances, and every (kind, term) they were instantiated at, to `depth` rounds:
-    the terms of `constraints`, then those their instances introduce, and so on."""
+    """The first tier's instances, and every (kind, term) they were instantiated at, to
+    `depth` rounds: the terms of `constraints`, then those their instances introduce, and
+    so on."""
     r, f = spec(ck), fns(ck)
     names = f.kinds()
     memo = _memo(r, "inst")  # term id -> (term, instance)
@@ -172,8 +179,34 @@ def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
             todo.append(inst)
         if not todo:
             break
-    out += _pairwise(ck, r, f, found)
     return out, found
+
+
+def refinements(ck, constraints) -> list:
+    """The second tier at the terms of `constraints` (with the first tier's instances):
+    per term, a pair's rank against its offset and token and the pairs the blocks before it
+    need, an expert's blocks before `(e + 1) * K`; per two or three terms, the order of
+    blocks, runs, padding and tokens (`_pairwise`). They cost every query some time and
+    decide no proof of the task's programs; they make a counterexample one the routing
+    produces, so they are asked for when one is not (`witness.exclude`)."""
+    r, f = spec(ck), fns(ck)
+    inst, found = axioms_and_terms(ck, constraints)
+    memo = _memo(r, "refine")
+    out = [STRONG]
+    for kind, t in found:
+        if kind in ("sid", "bexp"):
+            if t.get_id() not in memo:
+                memo[t.get_id()] = (t, _refinement(r, f, kind, t))
+            out.append(memo[t.get_id()][1])
+    return out + _pairwise(ck, r, f, found)
+
+
+#: marks a query that has the second tier already
+STRONG = z3.Bool("routing_postconditions_refined") if z3 is not None else None
+
+
+def refined(constraints) -> bool:
+    return any(c.eq(STRONG) for c in constraints)
 
 
 #: instances made, per routing: a term's instance is the same in every check of every
@@ -191,17 +224,11 @@ def _memo(r: Routing, kind: str) -> dict:
 
 
 def _instance(r: Routing, f: Fns, kind: str, t):
+    """The first tier at one term."""
     a = t.arg(0)
     if kind == "sid":
         q, e = t, f.bexp(a / r.block)
-        b = a / r.block
-        runs = z3.If(b + 1 <= r.experts, b + 1, r.experts)
-        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a,
-                      f.tid(q / r.topk, q % r.topk) == e,
-                      a % r.block <= q / r.topk,             # rank >= offset, <= token
-                      # the pairs blocks 0..b hold at least: one per run (at most E runs),
-                      # BM for every other block, and the offset's before it in block b
-                      r.block * (b + 1 - runs) + runs + a % r.block <= r.pad)
+        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a, f.tid(q / r.topk, q % r.topk) == e)
         return z3.Implies(z3.And(a >= 0, a < r.rows), z3.And(
             z3.Or(q == r.pad, pair),
             z3.Implies(e < 0, q == r.pad),                   # an empty block: padding
@@ -212,12 +239,24 @@ def _instance(r: Routing, f: Fns, kind: str, t):
     if kind == "bexp":
         lo, hi = r.used_blocks()
         return z3.Implies(z3.And(a >= 0, a < r.blocks), z3.And(
-            t >= -1, t < r.experts,
-            z3.Implies(a < lo, t >= 0), z3.Implies(a >= hi, t == -1),
-            z3.Implies(t >= 0, a < (t + 1) * r.run_blocks)))
+            t >= -1, t < r.experts, z3.Implies(a < lo, t >= 0), z3.Implies(a >= hi, t == -1)))
     b = t.arg(1)
     return z3.Implies(z3.And(a >= 0, a < r.tokens, b >= 0, b < r.topk),
                       z3.And(t >= 0, t < r.experts))
+
+
+def _refinement(r: Routing, f: Fns, kind: str, t):
+    """The second tier at one term."""
+    a = t.arg(0)
+    if kind == "bexp":
+        return z3.Implies(z3.And(a >= 0, a < r.blocks, t >= 0), a < (t + 1) * r.run_blocks)
+    q, b = t, a / r.block
+    runs = z3.If(b + 1 <= r.experts, b + 1, r.experts)
+    return z3.Implies(z3.And(a >= 0, a < r.rows, q >= 0, q < r.pad), z3.And(
+        a % r.block <= q / r.topk,                           # rank >= offset, <= token
+        # the pairs blocks 0..b hold at least: one per run (at most E runs), BM for every
+        # other block, and those before it in block b
+        r.block * (b + 1 - runs) + runs + a % r.block <= r.pad))
 
 
 def _pairwise(ck, r: Routing, f: Fns, found: list) -> list:

@@ -11,7 +11,7 @@ obligation as undecided when none is realised.
 
 from __future__ import annotations
 
-from .postconditions import axioms_and_terms, fns, spec
+from .postconditions import axioms_and_terms, fns, refined, refinements, spec
 from .realize import Facts, realize_or_core
 
 try:
@@ -86,13 +86,18 @@ def realised(ck, model) -> dict | None:
 
 
 def exclude(ck, model):
-    """The pack's `exclude` hook: None when a top-k choice realises `model`, else the
-    negation of the facts it fixed that have none (a core of them where the counts
-    problem found one; of those, the blocks' experts where there are some): the checker
-    asks again without them. Excluding more than the unrealisable facts narrows the search
-    for a counterexample, never a proof: with none realised the obligation is undecided."""
+    """The pack's `exclude` hook: None when a top-k choice realises `model`; else, for a
+    query without them, the postconditions' second tier (`refinements`: true of every
+    routing, so a query they make unsatisfiable has no counterexample); else the negation
+    of the facts the model fixed that have no routing (a core of them where the counts
+    problem found one; of those, the blocks' experts where there are some). Excluding more
+    than the unrealisable facts narrows the search for a counterexample, never a proof: with
+    none realised the obligation is undecided."""
     if realised(ck, model) is not None:
         return None
+    constraints = ck.query_of(model)
+    if constraints is not None and not refined(constraints):
+        return refinements(ck, constraints), None
     facts = ck.memo["routing_realised"][id(model)][2]
     f = fns(ck)
     # the blocks' experts of the core alone where it has some: a layout whose pairs did not
@@ -101,7 +106,7 @@ def exclude(ck, model):
         [f.sid(p) == v for p, v in facts.sid.items()] + \
         [f.tid(t, k) == v for (t, k), v in facts.tid.items()] + \
         [f.inv(q) == p for q, p in facts.inv.items()]
-    return z3.Not(z3.And(*eqs)) if eqs else None
+    return [], (z3.Not(z3.And(*eqs)) if eqs else None)
 
 
 def witness(ck, model, violation) -> dict | None:

@@ -9,7 +9,8 @@ import torch
 import z3
 
 from argus_env.tasks.moe import routing
-from argus_env.tasks.moe.postconditions import Routing, axioms_and_terms, fns, used_blocks
+from argus_env.tasks.moe.postconditions import (STRONG, Routing, axioms_and_terms, fns,
+                                                refinements, used_blocks)
 from argus_env.tasks.moe.realize import Facts, arrays, realize, realize_or_core
 
 SHAPES = [(40, 8, 2, 64), (24, 4, 2, 16), (13, 6, 3, 16), (33, 16, 4, 16), (8, 16, 2, 64),
@@ -39,8 +40,9 @@ class _Ck:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_every_routing_satisfies_the_postconditions_the_checker_assumes(shape):
-    """Instances at random terms (pairs of them included), with the functions pinned to a
-    real routing's arrays: satisfiable, so no instance excludes a routing that exists."""
+    """Instances of both tiers at random terms (pairs and triples of them included), with
+    the functions pinned to a real routing's arrays: satisfiable, so no instance excludes a
+    routing that exists."""
     for seed in range(4):
         ids, sid, bexp, r = _route(*shape, seed)
         ck = _Ck(r)
@@ -54,7 +56,9 @@ def test_every_routing_satisfies_the_postconditions_the_checker_assumes(shape):
             terms = [f.sid(z3.IntVal(rng.randrange(r.rows))) for _ in range(4)] + \
                 [f.bexp(z3.IntVal(rng.randrange(r.blocks))) for _ in range(4)] + \
                 [f.tid(rng.randrange(r.tokens), rng.randrange(r.topk)) for _ in range(3)]
-            inst, _ = axioms_and_terms(ck, [z3.And(*[t >= -(10 ** 9) for t in terms])])
+            query = [z3.And(*[t >= -(10 ** 9) for t in terms])]
+            inst = axioms_and_terms(ck, query)[0] + refinements(ck, query)  # both tiers
+            assert any(c.eq(STRONG) for c in inst)
             s = z3.Solver()
             s.add(*pinned, *inst)
             assert s.check() == z3.sat, (shape, seed)

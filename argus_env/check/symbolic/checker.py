@@ -126,9 +126,11 @@ class Checker:
 
     def solve_real(self, constraints, what: str | None = None) -> z3.ModelRef | None:
         """`solve` for a counterexample: while the task's pack says the model is one no
-        input realises (`InvariantPack.exclude`, its host step's facts), ask again with
-        them excluded, at most `REALISE_TRIES` times; the last model when none is realised
-        (a violation of it is then undecided, not reported), None when there is none."""
+        input realises (`InvariantPack.exclude`), ask again, at most `REALISE_TRIES`
+        models: with the facts it adds that hold of every input (then no model means no
+        counterexample: None), or else with the inputs the model fixed excluded (then no
+        model means none was realised). The last model when none is realised (a violation
+        of it is then undecided, not reported), None when there is none."""
         rule = self.pack.exclude if self.pack is not None else None
         constraints = list(constraints)
         m = self.solve(constraints, what)
@@ -138,10 +140,17 @@ class Checker:
             out = rule(self, m)
             if out is None:
                 return m
-            again = self.solve(constraints + [out], what)
+            implied, narrowing = out
+            if implied:  # true of every input: the query is the same, only sharper
+                constraints = constraints + list(implied)
+                m = self.solve(constraints, what)
+                continue
+            if narrowing is None:
+                return m
+            again = self.solve(constraints + [narrowing], what)
             if again is None:
                 return m
-            constraints, m = constraints + [out], again
+            constraints, m = constraints + [narrowing], again
         return m
 
     def query_of(self, model) -> list | None:
