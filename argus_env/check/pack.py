@@ -23,10 +23,10 @@ an `InvariantPack` in `tasks/<task>/invariants.py`, registers it, and sets it as
 
 The core calls exactly the hooks below and nothing else of a task; a hook the pack leaves
 empty costs nothing. Symbolic hooks receive the symbolic interpreter `ck`
-(`argus_env.check.symbolic.Checker`: `find`, `violate`, `proven`, `solve`, `frames`,
-`kernel`, `sizes`, `uf`, `vars`, `fix_lanes`, `report`, and `memo`, a dict for the pack's
-per-check state) and values of `argus_env.check.symbolic.values` (`SV`: `tags` name ->
-(guard, value), `cov` name -> coverage terms; `Cov`, `evaluate`). Tags a pack invents for
+(`argus_env.check.symbolic.Checker`: `find`, `violate`, `proven`, `solve`, `solve_real`,
+`query_of`, `frames`, `kernel`, `sizes`, `uf`, `vars`, `fix_lanes`, `report`, and `memo`,
+a dict for the pack's per-check state) and values of `argus_env.check.symbolic.values`
+(`SV`: `tags` name -> (guard, value), `cov` name -> coverage terms; `Cov`, `evaluate`). Tags a pack invents for
 its own bookkeeping are named with the prefix `INTERNAL` ("@"), so they never meet a
 tensor's dim names; the core exempts them from the accumulator's tags-do-not-change check.
 Concrete hooks receive the concrete interpreter `it`
@@ -106,8 +106,18 @@ MergeRule = Callable[[Any, Any, Any, Any], tuple]                   # (g0, v0, g
 ConflictRule = Callable[[Any, str], "Conflict | None"]              # (ck, name)
 #: facts to add to a solver query mentioning `constraints` (a host step's postconditions)
 AxiomRule = Callable[[Any, list], list]                             # (ck, constraints)
-#: whether every element of output `tensor` is written by construction (noted, not proven)
-WrittenRule = Callable[[Any, str, list], bool]                      # (ck, tensor, writes)
+#: the whole-program obligations of output `tensor` the pack settles itself (proves or
+#: refutes under its own facts): "written" for the bijection, coverage names for the store
+#: coverage; the core checks the rest
+OutputRule = Callable[[Any, str, list], "frozenset[str]"]          # (ck, tensor, writes)
+#: None when some input realises a counterexample's model, else (implied, narrowing):
+#: facts true of every input to add to its query (no model then: no counterexample), or a
+#: constraint excluding what the model fixed of the inputs (no model then: undecided);
+#: `Checker.solve_real` asks again with them
+ExcludeRule = Callable[[Any, Any], "tuple | None"]                 # (ck, model)
+#: the inputs that realise a violation's model (a host step's arrays), attached to it as
+#: `Violation.witness`; None: no input realises the model (the obligation is undecided)
+WitnessRule = Callable[[Any, Any, Any], "dict | None"]             # (ck, model, violation)
 #: a note when the completeness of coverage of `name` rests on an assumption, else None
 CompleteRule = Callable[[Any, str], "str | None"]                   # (ck, name)
 #: concrete: after an elementwise op built `out` from `operands`
@@ -162,7 +172,9 @@ class InvariantPack:
     merge: Mapping[str, MergeRule] = field(default_factory=dict)    # tag name -> rule
     conflict: ConflictRule | None = None
     axioms: AxiomRule | None = None
-    assumed_written: WrittenRule | None = None
+    outputs: OutputRule | None = None
+    exclude: ExcludeRule | None = None
+    witness: WitnessRule | None = None
     assumed_complete: CompleteRule | None = None
     # ---- concrete interpreter hooks
     concrete_ops: Mapping[str, ConcreteOpRule] = field(default_factory=dict)

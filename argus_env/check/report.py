@@ -83,6 +83,7 @@ class Violation:
     tensor: str = ""                          # tensor accessed, if any
     coords: tuple[int, ...] = ()              # its coordinates at the element, if any
     other: dict[str, object] = field(default_factory=dict)    # second instance (exactly_once)
+    witness: dict[str, object] = field(default_factory=dict)  # inputs realising it (a pack's)
 
     def __post_init__(self) -> None:
         if not is_known_class(self.invariant):

@@ -2,16 +2,14 @@
 (`argus_env/check/SEMANTICS.md`; the rules in full are in `INVARIANTS.md` beside this file).
 
 A routed program reads index arrays a routing step wrote: `sorted_ids[p]`, the (token, slot)
-pair at sorted position p, and `expert_ids[b]`, the expert of block b. The checker does not
-know their contents: a load of integer data is an uninterpreted function of its coordinates
-(`Checker.uf`). What it may assume are the routing step's *postconditions*, added to every
-solver query as instances at the terms the query mentions (no quantifiers):
-
-- `sid(p)` is the padding sentinel PAD = T*TOPK, or a pair q in [0, PAD) whose expert
-  `tid(q // TOPK, q % TOPK)` (the top-k id array) is the expert of p's block
-  `bexp(p // BM)`, and then `inv(q) == p`: sorted_ids is injective on pairs;
-- every pair q sits somewhere: `0 <= inv(q) < P` and `sid(inv(q)) == q`;
-- `-1 <= bexp(b) < E` (-1: a block no expert uses), `0 <= tid(t, k) < E`.
+pair at sorted position p, `expert_ids[b]`, the expert of block b, and `topk_ids`. The
+checker does not know their contents: a load of integer data is an uninterpreted function of
+its coordinates (`Checker.uf`). What it may assume are the routing step's
+*postconditions* (`postconditions.py`), added to every solver query as instances at the
+terms the query mentions (no quantifiers): each position holds padding or a pair of its
+block's expert, once; each pair has a position; blocks in expert order, padding at the end
+of each expert's run, empty blocks last; and what follows from every token taking TOPK
+distinct experts (ranks, how many blocks can be used).
 
 With them, the task's relations between tags are checked where data meets:
 
@@ -24,185 +22,27 @@ With them, the task's relations between tags are checked where data meets:
   own pair; a value reaching the task's output carries a top-k weight at all; two weights of
   different slots never meet (a conflict of tag TOPK).
 
-An `atomic_add` of rows into token order records which slot each row contributes, as
-coverage of TOPK (a set: the task's store coverage checks its range; adding a slot twice
-across instances of a persistent loop is left unproven, noted).
+Rows added into the output through the routing map are proven whole (`combine.py`, the
+`outputs` hook): each pair's row once at each column (so each slot of each output element
+exactly once) and every pair's row at all (so every slot, and every element has a writer).
+Every counterexample comes with a top-k choice whose arrays realise it (`witness.py`,
+`realize.py`, the `witness` hook); `replay.py` runs it under the Triton interpreter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from argus_env.check.pack import Conflict, InvariantClass, InvariantPack, register_pack
+
+from .combine import settle
+from .postconditions import Routing, axioms, fns, routing_of, spec  # noqa: F401
+from .witness import exclude, witness
 
 try:  # the rules run inside the checker, which needs z3; the task also runs without it
     import z3
 
-    from argus_env.check.symbolic.values import Cov, evaluate
+    from argus_env.check.symbolic.values import evaluate
 except ImportError:  # pragma: no cover - a machine that only measures
-    z3 = Cov = evaluate = None
-
-
-@dataclass(frozen=True)
-class Routing:
-    """The routing step's arrays and sizes (`routing_of`)."""
-
-    block: int                    # rows per block of the aligned layout (the program's BM)
-    tokens: int                   # T
-    topk: int                     # TOPK
-    experts: int                  # E
-    rows: int                     # P, positions of the aligned layout
-    sorted_ids: str = "sorted_ids"
-    expert_ids: str = "expert_ids"
-    topk_ids: str = "topk_ids"
-    output: str = "out"           # the task's output in token order
-    pos: str = "P"                # dim names: sorted position, token, slot, expert
-    token: str = "T"
-    slot: str = "TOPK"
-    expert: str = "E"
-
-    @property
-    def pad(self) -> int:
-        return self.tokens * self.topk
-
-
-def routing_of(consts: dict, sizes) -> Routing:
-    """What the checker may assume of the routing arrays of a program with `consts` at
-    `sizes` (the shape's plus P, the program's padded rows)."""
-    return Routing(block=int(consts.get("BM", 64)), tokens=sizes["T"], topk=sizes["TOPK"],
-                   experts=sizes["E"], rows=sizes["P"])
-
-
-def spec(ck) -> Routing:
-    """The routing of the program being checked (kept for the whole check)."""
-    if "routing" not in ck.memo:
-        ck.memo["routing"] = routing_of(ck.kernel.consts, ck.sizes)
-    return ck.memo["routing"]
-
-
-class _Fns:
-    """The uninterpreted functions of one checker's routing arrays."""
-
-    def __init__(self, ck, r: Routing):
-        self.sid = ck.uf(r.sorted_ids, 1)
-        self.bexp = ck.uf(r.expert_ids, 1)
-        self.tid = ck.uf(r.topk_ids, 2)
-        self.inv = z3.Function(f"inverse_{r.sorted_ids}", z3.IntSort(), z3.IntSort())
-
-
-def fns(ck) -> _Fns:
-    if "routing_fns" not in ck.memo:
-        ck.memo["routing_fns"] = _Fns(ck, spec(ck))
-    return ck.memo["routing_fns"]
-
-
-# ---------------------------------------------------------------- postconditions
-def axioms(ck, constraints) -> list:
-    """Instances of the postconditions at every routing term of `constraints` (and at the
-    terms the instances introduce, to a fixed depth)."""
-    r = spec(ck)
-    f = fns(ck)
-    names = {f.sid.name(): "sid", f.bexp.name(): "bexp", f.tid.name(): "tid",
-             f.inv.name(): "inv"}
-    memo = ck.memo.setdefault("routing_inst", {})  # term id -> (term, instance)
-    out, seen, todo = [], set(), list(constraints)
-    for _ in range(3):
-        terms = _apps(ck, todo, names)
-        todo = []
-        for kind, t in terms:
-            if t.get_id() in seen:
-                continue
-            seen.add(t.get_id())
-            if t.get_id() not in memo:  # the term is kept, so its id is not reused
-                memo[t.get_id()] = (t, _instance(r, f, kind, t))
-            inst = memo[t.get_id()][1]
-            out.append(inst)
-            todo.append(inst)
-        if not todo:
-            break
-    return out
-
-
-def _instance(r: Routing, f: _Fns, kind: str, t):
-    a = t.arg(0)
-    if kind == "sid":
-        q = t
-        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a,
-                      f.tid(q / r.topk, q % r.topk) == f.bexp(a / r.block))
-        return z3.Implies(z3.And(a >= 0, a < r.rows), z3.Or(q == r.pad, pair))
-    if kind == "inv":
-        return z3.Implies(z3.And(a >= 0, a < r.pad),
-                          z3.And(t >= 0, t < r.rows, f.sid(t) == a))
-    if kind == "bexp":
-        return z3.Implies(z3.And(a >= 0, a < r.rows // r.block),
-                          z3.And(t >= -1, t < r.experts))
-    b = t.arg(1)
-    return z3.Implies(z3.And(a >= 0, a < r.tokens, b >= 0, b < r.topk),
-                      z3.And(t >= 0, t < r.experts))
-
-
-def _apps(ck, exprs, names: dict) -> list:
-    """(kind, term) for every application of a routing function in `exprs`, outside
-    quantifiers (memoised per subexpression, by z3's id: every expression visited is kept,
-    and with it its subterms, so no id is reused during the check). The walk reads the
-    terms through z3's C accessors (an id, a kind, an argument, a name: calls that cannot
-    fail on a live term), which makes no Python object per subterm; it finds the terms, in
-    the order, that a walk over `children()` finds."""
-    memo = ck.memo.setdefault("routing_apps", {})      # term id -> {app id: (kind, app)}
-    kept = ck.memo.setdefault("routing_kept", [])      # the expressions walked from
-    decls = ck.memo.setdefault("routing_decls", {})    # live declaration -> kind or None
-    out: dict = {}
-    ctx = None
-
-    def visit(a):
-        key = _ast_id(ctx, a)
-        found = memo.get(key)
-        if found is not None:
-            out.update(found)
-            return found
-        found = {}
-        k = _ast_kind(ctx, a)
-        if k == _APP or k == _NUMERAL:
-            n = _num_args(ctx, a)
-            for i in range(n):
-                found.update(visit(_app_arg(ctx, a, i)))
-            if n:
-                d = _app_decl(ctx, a)
-                kind = decls.get(d.value, _MISSING)
-                if kind is _MISSING:
-                    kind = decls[d.value] = names.get(_symbol_string(ctx, _decl_name(ctx, d)))
-                if kind is not None:
-                    found[key] = (kind, _to_expr_ref(a, ref))
-        memo[key] = found
-        out.update(found)
-        return found
-    for e in exprs:
-        if e is None:
-            continue
-        if ctx is None:
-            ref = e.ctx
-            ctx = ref.ref()
-        if e.get_id() not in memo:
-            kept.append(e)
-        visit(e.as_ast())
-    return list(out.values())
-
-
-_MISSING = object()
-if z3 is not None:
-    from z3 import z3core as _core
-    from z3.z3 import _to_expr_ref
-    from z3.z3consts import Z3_APP_AST as _APP, Z3_NUMERAL_AST as _NUMERAL
-
-    def _raw(fn):
-        """The C function a z3core binding wraps (without its error-code check), or the
-        binding itself where its layout differs."""
-        f = getattr((fn.__defaults__ or (None,))[-1], "f", None)
-        return f if f is not None else fn
-    _ast_id, _ast_kind = _raw(_core.Z3_get_ast_id), _raw(_core.Z3_get_ast_kind)
-    _num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg)
-    _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
-    _symbol_string = _core.Z3_get_symbol_string
+    z3 = evaluate = None
 
 
 # ---------------------------------------------------------------- relations
@@ -274,31 +114,11 @@ def on_write(ck, a, value, call):
         if m is not None:
             ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
                        f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
-                       a.shape, expected={dim: want}, actual={dim: v}, tensor=name)
+                       a.shape, expected={dim: want}, actual={dim: v}, tensor=name,
+                       coords=tuple(evaluate(m, c) for c in a.coords))
     if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
         _unweighted(ck, a, value, op, r)
-    if op == "atomic_add" and r.slot not in dims and r.slot not in value.cov:
-        # as a set ("max" kind): the range is checked, a slot added twice is not (that
-        # query over two instances of a persistent tile loop is too slow to decide here)
-        cov = {**value.cov, r.slot: [Cov((), z3.And(a.live, a.inbounds, p >= 0, p < r.rows,
-                                                   q != r.pad), q % r.topk, "max")]}
-        value = replace(value, cov=cov)
     return value
-
-
-def routed_writes(ck, tensor: str, ws) -> bool:
-    """Whether `tensor` is written with rows of the sorted layout (tag P) at the token their
-    pair names: then every element has a writer exactly when every pair's position is
-    processed, which follows from the routing postconditions (each pair has a position)
-    and the row-space tile loops, not from the written coordinates; noted, not proven."""
-    r = spec(ck)
-    if not any(r.pos in w.value.tags and r.pos not in ck.kernel.param(tensor).dims
-                            for w in ws):
-        return False
-    ck.report.notes.append(f"assumed, not proven: {tensor} is written through the routing "
-                           "map; every element has a writer if every sorted position is "
-                           "processed")
-    return True
 
 
 def _unweighted(ck, a, value, op: str, r: Routing) -> None:
@@ -307,15 +127,7 @@ def _unweighted(ck, a, value, op: str, r: Routing) -> None:
         ck.violate("combine", op, f"rows reach `{a.tensor.name}` without a top-k weight (no "
                    f"element of `{r.slot}`-indexed weights was multiplied in)", m, a.shape,
                    expected={r.slot: "a weight"}, actual={r.slot: None},
-                   tensor=a.tensor.name)
-
-
-def completeness(ck, name: str) -> str | None:
-    """The top-k slot's coverage is complete by the routing step, not by the indices."""
-    if name != spec(ck).slot:
-        return None
-    return (f"assumed, not proven: completeness of {name} (each (token, slot) pair reaches "
-            "one sorted position by the routing postconditions)")
+                   tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 
 
 PACK = register_pack(InvariantPack(
@@ -332,6 +144,7 @@ PACK = register_pack(InvariantPack(
     write=(on_write,),
     conflict=conflict,
     axioms=axioms,
-    assumed_written=routed_writes,
-    assumed_complete=completeness,
+    outputs=settle,
+    exclude=exclude,
+    witness=witness,
 ))

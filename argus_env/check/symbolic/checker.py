@@ -38,6 +38,8 @@ DEFAULT_NUM_SMS = 132  # an H200
 #: the least time a solver query is given: with less left of the step's budget the check
 #: is refused (`CheckTimeout`) instead of run with a limit that can only end undecided
 QUERY_FLOOR_MS = 200
+#: models asked for one counterexample while the pack finds them unrealisable
+REALISE_TRIES = 4
 
 
 class Checker:
@@ -104,6 +106,7 @@ class Checker:
         self.linear: list[tuple] = []  # grid-stride loops: (pid, t, v, step, link)
         self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
+        self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
@@ -138,7 +141,48 @@ class Checker:
         r = self.decide(s, what or _asker())
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
-        return s.model() if r == z3.sat else None
+        if r != z3.sat:
+            return None
+        model = s.model()
+        if len(self._asked) >= 16:
+            self._asked.pop(next(iter(self._asked)))
+        self._asked[id(model)] = (model, constraints)
+        return model
+
+    def solve_real(self, constraints, what: str | None = None) -> z3.ModelRef | None:
+        """`solve` for a counterexample: while the task's pack says the model is one no
+        input realises (`InvariantPack.exclude`), ask again, at most `REALISE_TRIES`
+        models: with the facts it adds that hold of every input (then no model means no
+        counterexample: None), or else with the inputs the model fixed excluded (then no
+        model means none was realised). The last model when none is realised (a violation
+        of it is then undecided, not reported), None when there is none."""
+        rule = self.pack.exclude if self.pack is not None else None
+        constraints = list(constraints)
+        m = self.solve(constraints, what)
+        for _ in range(REALISE_TRIES - 1 if rule is not None else 0):
+            if m is None:
+                return None
+            out = rule(self, m)
+            if out is None:
+                return m
+            implied, narrowing = out
+            if implied:  # true of every input: the query is the same, only sharper
+                constraints = constraints + list(implied)
+                m = self.solve(constraints, what)
+                continue
+            if narrowing is None:
+                return m
+            again = self.solve(constraints + [narrowing], what)
+            if again is None:
+                return m
+            constraints, m = constraints + [narrowing], again
+        return m
+
+    def query_of(self, model) -> list | None:
+        """The constraints a recent model of `solve` answered (a pack reads the host
+        step's values the model fixes there), or None."""
+        hit = self._asked.get(id(model))
+        return hit[1] if hit is not None and hit[0] is model else None
 
     def decide(self, s: z3.Solver, what: str) -> z3.CheckSatResult:
         """`s.check()`, counted; `unknown` becomes an undecided obligation named `what`.
@@ -197,7 +241,7 @@ class Checker:
         (or if this is a quiet pass, whose findings are not reported)."""
         if self.quiet:
             return None
-        return self.solve([*self.path(), *axis_ranges(shape), *extra, cond])
+        return self.solve_real([*self.path(), *axis_ranges(shape), *extra, cond])
 
     def _line(self) -> int:
         return self.stmt.loc.line if self.stmt is not None else 0
@@ -226,6 +270,15 @@ class Checker:
             expected={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (expected or {}).items()},
             actual={k: ev(x) if isinstance(x, z3.ExprRef) else x for k, x in (actual or {}).items()},
             **extra)
+        rule = self.pack.witness if self.pack is not None and model is not None else None
+        if rule is not None:  # the inputs that realise the model, or none: then undecided
+            found = rule(self, model, v)
+            if found is None:
+                self.seen.discard(key)
+                self.undecided(f"{invariant}: {message}", "the counterexample found under "
+                               "the task's stated assumptions is one no input realises")
+                return
+            v.witness = found
         self.report.violations.append(v)
 
     def _sizes_at(self, ev) -> dict[str, int]:

@@ -10,8 +10,14 @@
   K over [0, K) exactly once), combined over the atomic contributions of all writers
   (the proof itself is `coverage.exactly_once`).
 
-An output the task's pack says is written by construction (`InvariantPack.assumed_written`:
-rows scattered through a host routing map) gets a note instead of the bijection proof.
+A task's pack may settle an output's bijection or store coverage itself
+(`InvariantPack.outputs`: rows scattered through a host routing map, whose completeness
+rests on the host step's postconditions); it proves them with the helpers at the end of
+this module: `exactly_once_map` (no point of a write's own coordinates, e.g. its sorted
+row, twice) and `every_point_written` (every point a predicate requires has a live writer:
+a counting proof over the tile map without the write's branch conditions, else one
+quantified query, then one query for a required point whose writer's branch or mask drops
+it).
 """
 
 from __future__ import annotations
@@ -34,10 +40,13 @@ def check_writes(ck) -> None:
     # of its own position (ownership is proven first) holds a right one: the bijection
     # comes first, so that a report's first counterexample names an element that is wrong
     outputs = ck.program.info.outputs
+    settle = ck.pack.outputs if ck.pack is not None else None
+    settled = {}
     for tensor in outputs:
         ws = [w for w in ck.writes if w.tensor == tensor]
-        assumed = ck.pack.assumed_written if ck.pack is not None else None
-        if ws and not (assumed is not None and assumed(ck, tensor, ws)):
+        settled[tensor] = frozenset(settle(ck, tensor, ws)) if ws and settle is not None \
+            else frozenset()
+        if ws and "written" not in settled[tensor]:
             _bijection(ck, tensor, ws)
     for w in ck.writes:
         if not w.atomic:
@@ -51,6 +60,8 @@ def check_writes(ck) -> None:
         for w in ws:
             where = dict(zip(dims, w.coords))
             for name, (lo_s, hi_s) in required.items():
+                if name in settled.get(tensor, ()):
+                    continue
                 _store_coverage(ck, w, ws, name, _size_expr(lo_s, ck.size_terms, where),
                                 _size_expr(hi_s, ck.size_terms, where))
 
@@ -110,7 +121,7 @@ def _exactly_once_tiles(ck, w) -> None:
     same_tile = w.path + [c2(p) for p in w.path] + [differ] + [b == c2(b) for b in bases]
     m = ck.solve(same_tile)  # no two instances share a tile origin: done
     if m is not None:  # else: do they share an element both write?
-        m = ck.solve(same_tile + axis_ranges(w.shape) + [w.live, c2(w.live)])
+        m = ck.solve_real(same_tile + axis_ranges(w.shape) + [w.live, c2(w.live)])
     ck.stmt = w.stmt
     if m is None:
         ck.proven(f"{w.tensor}: each element written once")
@@ -140,7 +151,7 @@ def _exactly_once_write(ck, w, w2) -> None:
     cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
     cons += [c1(w.live), c2(w2.live), distinct]
     cons += [c1(a) == c2(b) for a, b in zip(w.coords, w2.coords)]
-    m = ck.solve(cons)
+    m = ck.solve_real(cons)
     ck.stmt = w.stmt
     if m is None:
         ck.proven(f"{w.tensor}: each element written once")
@@ -384,7 +395,7 @@ def _count_tiles(ck, tensor, ws, sizes, candidates):
         count = None if count is None or c is None else count + c
         injective = injective and inj and all(_disjoint(ck, w, w2) for w2 in ws[i + 1:])
         inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
-        h = ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
+        h = ck.solve_real(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
         if h is not None and hole is None:
             hole = (h, w, tuple(evaluate(h, x) for x in w.coords))
             candidates.append(hole[2])
@@ -408,20 +419,23 @@ def _count_tiles(ck, tensor, ws, sizes, candidates):
     return "more instances than tiles", None
 
 
-def _instances(ck, w) -> tuple[int | None, bool]:
-    """How many instances reach write `w`, and whether they write distinct tiles."""
+def _instances(ck, w, guarded: bool = True) -> tuple[int | None, bool]:
+    """How many instances reach write `w`, and whether they write distinct tiles; with
+    `guarded` False, every instance of its grid and loops, whatever its branches decide."""
     bases = w._block[0]
     inst = [p for p in ck.pids] + _instance_vars(w)
     for pid, t, v, _, _ in ck.linear:  # a grid-stride loop's instances are its linear index
         if any(t.eq(x) for x in inst):
             inst = [x for x in inst if not (x.eq(t) or x.eq(pid))] + [v]
     used = [v for v in inst if any(_mentions(b, v) for b in bases)]
-    count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)])
-    injective = getattr(w, "_injective", None)
+    count = _count(ck, w, drop=[v for v in inst if not any(v.eq(u) for u in used)],
+                   guarded=guarded)
+    injective = getattr(w, "_injective", None) if guarded else None
+    path = w.path if guarded else unguarded(w)
     if injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
         differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
-        injective = ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + [differ] +
+        injective = ck.solve([c1(p) for p in path] + [c2(p) for p in path] + [differ] +
                              [c1(b) == c2(b) for b in bases]) is None
     return count, injective
 
@@ -437,9 +451,10 @@ def _mentions(e, v) -> bool:
     return depends_on(e, v)
 
 
-def _count(ck, w, drop: list) -> int | None:
+def _count(ck, w, drop: list, guarded: bool = True) -> int | None:
     """Program instances (times loop iterations) reaching the write, from the grid and
-    loop bounds; None when a bound depends on the instance in an unrecognised way."""
+    loop bounds; None when a bound depends on the instance in an unrecognised way, or (with
+    `guarded`) when a branch encloses the write."""
     factors = {("pid", i): n for i, n in enumerate(ck.grid)}
     drop = [d for d in drop if not any(d.eq(v) for _, _, v, _, _ in ck.linear)]
     for p in drop:
@@ -448,7 +463,9 @@ def _count(ck, w, drop: list) -> int | None:
                 factors.pop(("pid", i), None)
     for f in w.frames:
         if f.kind != "loop":
-            return None
+            if guarded:
+                return None
+            continue
         if any(f.var.eq(d) for d in drop):
             continue
         start, stop, step = (const_value(x) for x in (f.start, f.stop, f.step))
@@ -471,7 +488,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         terms = w.value.cov.get(name)
         if not terms:
             # a constant (no data at all, e.g. `acc * 0.0`) is no reduction either
-            m = ck.solve(w.path + rng + [w.live])
+            m = ck.solve_real(w.path + rng + [w.live])
             if m is not None:
                 what = "is not" if w.value.tagged else "carries no data, so it is not"
                 ck.violate("coverage", "store", f"the value stored to `{w.tensor}` {what} "
@@ -547,3 +564,199 @@ def _size_expr(text: str, sizes: dict, coords: dict | None = None):
                     else min(a, b)
         raise ValueError(f"bound {text!r}: only sizes, integers, + - * //, min() and pos(DIM)")
     return ev(ast.parse(text, mode="eval"))
+
+
+# ---------------------------------------------------------------- writes through a map
+def guards(w) -> list:
+    """The conditions of the branches enclosing write `w`."""
+    return [f.cons[0] for f in w.frames if f.kind == "if" and f.cons]
+
+
+def unguarded(w) -> list:
+    """`w`'s path without its branch conditions: every instance of its grid and loops."""
+    gs = guards(w)
+    return [c for c in w.path if not any(c.eq(g) for g in gs)]
+
+
+def exactly_once_map(ck, w, w2=None, extra=()):
+    """Two distinct (instance, element) pairs of writes `w` and `w2` (`w` itself by
+    default) that reach the same point of their `coords` while both are live: (model, view
+    of the first, view of the second), or None when there are none. `coords` may be any map
+    of the writes (a pack's own coordinates); when they are aligned tiles of one write,
+    "two instances with one tile origin" is asked first (nothing else can share a point)."""
+    extra = list(extra)
+    if (w2 is None or w2 is w) and block_form(ck, w) is not None:
+        bases, _ = w._block
+        c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
+        tile = w.path + [c2(p) for p in w.path] + [_differ(ck, w, lambda v: v, c2)] + \
+            [b == c2(b) for b in bases]
+        if ck.solve(tile + extra) is None:
+            return None
+        m = ck.solve_real(tile + axis_ranges(w.shape) + [w.live, c2(w.live)] + extra)
+        return None if m is None else (m, lambda e: e, c2)
+    same, w2 = w2 is None or w2 is w, w if w2 is None else w2
+    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+    distinct = z3.BoolVal(True)
+    if same:
+        diffs = [c1(p) != c2(p) for p in ck.pids] + \
+            [c1(v) != c2(v) for v in _instance_vars(w)] + \
+            [c1(AXES[i]) != c2(AXES[i]) for i in range(len(w.shape))]
+        distinct = z3.Or(*diffs) if diffs else z3.BoolVal(False)
+    cons = [c1(p) for p in w.path] + [c2(p) for p in w2.path]
+    cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
+    cons += [c1(w.live), c2(w2.live), distinct]
+    cons += [c1(a) == c2(b) for a, b in zip(w.coords, w2.coords)]
+    m = ck.solve_real(cons + extra)
+    return None if m is None else (m, c1, c2)
+
+
+def every_point_written(ck, ws, extents, required, extra=()):
+    """Every point y of the box [0, extents) with `required(y)` is the coordinates
+    (`w.coords`) of a live element of some write w of `ws`, proven in two parts:
+
+    1. some instance's element reaches y, whatever the branches around the write decide:
+       for one write of aligned tiles, by counting the values its grid and loops reach
+       (`_tiles_cover`), else by one quantified query;
+    2. that element is live where y is required: no instance and element reaching a
+       required point has its branch conditions or its mask false there.
+
+    Returns ("proven", None, None); ("missing", model, ys): a required point (the terms
+    `ys` in the model) no instance reaches; ("dropped", model, w): an instance of w (the
+    model's) reaches a required point at the model's element but drops it;
+    ("undecided", None, reason)."""
+    extra = list(extra)
+    verdict, m, why = _tiles_cover(ck, ws, extents, required, extra)
+    if verdict == "missing":
+        return verdict, m, why
+    if verdict is None:
+        ys = [z3.Int(f"unreached{i}!{next(ck.vars.counter)}") for i in range(len(extents))]
+        cases = []
+        for w in ws:
+            body = unguarded(w) + axis_ranges(w.shape) + [c == y for c, y in zip(w.coords, ys)]
+            body += ck._links(frozenset().union(*[free_names(c) for c in body]))
+            names = sorted(frozenset().union(*[free_names(c) for c in body]) -
+                           {str(y) for y in ys})
+            cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
+                         else z3.And(*body))
+        box = [z3.And(y >= 0, y < n) for y, n in zip(ys, extents)]
+        before = len(ck.report.undecided)
+        m = ck.solve_real(box + [required(ys), z3.Not(z3.Or(*cases))] + extra,
+                          f"every required point of `{ws[0].tensor}` reached ({why})")
+        if m is not None:
+            return "missing", m, ys
+        if len(ck.report.undecided) > before:
+            return "undecided", None, why
+    for w in ws:
+        inbox = [z3.And(c >= 0, c < n) for c, n in zip(w.coords, extents)]
+        m = ck.solve_real(unguarded(w) + axis_ranges(w.shape) + inbox +
+                          [required(w.coords), z3.Not(z3.And(*guards(w), w.live))] + extra)
+        if m is not None:
+            return "dropped", m, w
+    return "proven", None, None
+
+
+def _tiles_cover(ck, ws, extents, required, extra):
+    """Whether one write's aligned tiles reach every required point, by counting:
+    ("proven", None, None), ("missing", model, coords) or (None, None, why not).
+
+    The write's *units* are what tells its instances' tiles apart: a grid-stride loop's
+    linear index (it reaches [offset, stop)), a loop `range(pid + c, stop, s)` with
+    s <= the grid's extent (its value, reaching every integer of [c, stop)), a loop of
+    constant bounds (its iteration), a program id no loop consumes. When distinct unit
+    values have distinct tile origins (and equal ones equal origins), every origin is
+    inside the box, and there are as many values as tiles, every tile is reached. With
+    fewer, a lone grid-stride index is a closed form: its formulas give the tile of every
+    index up to the number of tiles (a bijection, checked the same way), and a required
+    point in a tile of an index the loop does not reach is missing (one query without
+    quantifiers)."""
+    if len(ws) != 1 or block_form(ck, ws[0]) is None:
+        return None, None, "not one write of aligned tiles"
+    w = ws[0]
+    bases, blocks = w._block
+    tiles = math.prod(-(-s // n) for s, n in zip(extents, blocks))
+    units = _units(ck, w, bases)
+    if units is None:
+        return None, None, "its loops are not over tiles"
+    path = unguarded(w)
+    if ck.solve(path + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])]) \
+            is not None:
+        return None, None, "a tile origin outside the tensor"
+    if not _one_to_one(ck, path, units, bases):
+        return None, None, "two unit values share a tile"
+    count = math.prod(n for _, n, _, _ in units)
+    if count >= tiles:
+        return "proven", None, None
+    if len(units) != 1 or units[0][2] != "stride":
+        return None, None, f"{count} unit values for {tiles} tiles"
+    v, _, _, (lo, hi) = units[0]
+    pid, t = next((x[0], x[1]) for x in ck.linear if x[2].eq(v))
+    if any({pid.decl().name(), t.decl().name()} & free_names(b) for b in bases):
+        return None, None, f"{count} unit values for {tiles} tiles"  # not a function of v
+    ext = _without_loop(ck, w, path, v) + [v >= 0, v < tiles]
+    if ck.solve(ext + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])]) \
+            is not None or not _one_to_one(ck, ext, units, bases):
+        return None, None, f"{count} unit values for {tiles} tiles"
+    m = ck.solve_real(ext + axis_ranges(w.shape) + [z3.Or(v < lo, v >= hi), required(w.coords)]
+                      + extra)
+    return ("missing", m, w.coords) if m is not None else ("proven", None, None)
+
+
+def _without_loop(ck, w, path, v) -> list:
+    """`path` without the constraints of the grid-stride loop whose linear index is `v`:
+    its range, and those of its program id and iteration (which the solver would link
+    back to `v`, `Checker._links`)."""
+    cons = [c for f in w.frames if f.kind == "loop" and f.value is not None and f.value.eq(v)
+            for c in f.cons]
+    pid, t = next((x[0], x[1]) for x in ck.linear if x[2].eq(v))
+    names = {pid.decl().name(), t.decl().name()}
+    return [c for c in path if not any(c.eq(x) for x in cons) and not names & free_names(c)]
+
+
+def _units(ck, w, bases) -> list | None:
+    """(unit, values reached, kind, (lo, hi)) for each unit the tile origins mention."""
+    units, consumed = [], set()
+    for f in w.frames:
+        if f.kind != "loop":
+            continue
+        lin = next((x for x in ck.linear if x[1].eq(f.var)), None)
+        stop, step = const_value(f.stop), const_value(f.step)
+        if lin is not None:
+            pid, _, v, _, _ = lin
+            offset = const_value(f.start - pid)
+            if offset is None or stop is None:
+                return None
+            consumed.add(next(i for i, p in enumerate(ck.pids) if p.eq(pid)))
+            units.append((v, max(0, stop - offset), "stride", (offset, stop), v))
+            continue
+        axis = next((i for i, p in enumerate(ck.pids) if _mentions(f.start, p)
+                     and const_value(f.start - p) is not None), None)
+        if axis is not None and step is not None and 1 <= step <= ck.grid[axis] \
+                and stop is not None:
+            c = const_value(f.start - ck.pids[axis])
+            consumed.add(axis)
+            units.append((f.value, max(0, stop - c), "dense", (c, stop), f.var))
+            continue
+        start = const_value(f.start)
+        if None in (start, stop, step) or step <= 0:
+            return None
+        units.append((f.var, max(0, -(-(stop - start) // step)), "iter", (0, None), f.var))
+    units += [(p, n, "pid", (0, n), p) for i, (p, n) in enumerate(zip(ck.pids, ck.grid))
+              if i not in consumed]
+    kept = [u[:4] for u in units if any(_mentions(b, u[4]) for b in bases)]
+    if any(u[1] < 1 for u in units if u[:4] not in kept):
+        return None  # a unit the origins ignore reaches nothing: no instance at all
+    return kept
+
+
+def _one_to_one(ck, path, units, bases) -> bool:
+    """Distinct unit values have distinct tile origins, and (where a unit is a loop's
+    value, not a variable) equal values equal origins."""
+    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
+    both = [c1(p) for p in path] + [c2(p) for p in path]
+    same_units = z3.And(*[c1(u) == c2(u) for u, _, _, _ in units]) if units else z3.BoolVal(True)
+    same_bases = z3.And(*[c1(b) == c2(b) for b in bases])
+    if ck.solve(both + [z3.Not(same_units), same_bases]) is not None:
+        return False
+    if any(kind == "dense" for _, _, kind, _ in units):
+        return ck.solve(both + [same_units, z3.Not(same_bases)]) is None
+    return True
