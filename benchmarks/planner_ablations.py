@@ -2,7 +2,7 @@
 in table mode, against greedy and random search: best fraction of cuBLAS, regret against
 the best program known, and how often each reaches 0.9 / 0.95 of the best known.
 
-    python benchmarks/planner_ablations.py                      # ~20 min on 2 CPU cores
+    python benchmarks/planner_ablations.py --long-budget 100    # ~25 min on 2 CPU cores
     python benchmarks/planner_ablations.py --budgets 10 --seeds 0 --shapes decode-64 \\
         --warmup-shapes decode-16 --tag smoke                    # a minute: does it run?
 
@@ -61,6 +61,9 @@ def parse_args(argv=None):
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--shapes", nargs="+", default=None,
                    help="held-out shapes (default: GEMM's whole test split)")
+    p.add_argument("--long-budget", type=int, default=None,
+                   help="one more budget, played only by --long-arms (time)")
+    p.add_argument("--long-arms", nargs="+", default=["kb", "greedy"], choices=list(ARMS))
     p.add_argument("--warmup-shapes", nargs="+", default=WARMUP,
                    help="train shapes whose episodes fill the memory before evaluation")
     p.add_argument("--warmup-budget", type=int, default=30)
@@ -176,11 +179,12 @@ def main(argv=None) -> int:
     memories, warmup = warm_memories(args, args.arms)
     episodes, known = [], {}
     for shape in shapes:
-        env = make_env("test", max(args.budgets), args.correctness)
+        env = make_env("test", max(args.budgets + [args.long_budget or 0]), args.correctness)
         _, info = env.reset(options={"shape": shape})
         known[shape] = info["best_known_frac_anchor"]
         for arm in args.arms:
-            for budget in args.budgets:
+            long = [args.long_budget] if args.long_budget and arm in args.long_arms else []
+            for budget in args.budgets + long:
                 for seed in args.seeds:
                     e = episode(env, arm, shape, budget, seed, memories.get((arm, seed)))
                     episodes.append(e)
@@ -193,12 +197,15 @@ def main(argv=None) -> int:
                 "model for programs it lacks); not live GPU figures",
         "config": {"env_id": ENV_ID, "measure": "table", "correctness": args.correctness,
                    "shapes": shapes, "budgets": args.budgets, "seeds": args.seeds,
+                   "long_budget": args.long_budget,
+                   "long_arms": args.long_arms if args.long_budget else [],
                    "warmup_shapes": args.warmup_shapes, "warmup_budget": args.warmup_budget,
                    "arms": {a: {"agent": ARMS[a][0], **ARMS[a][1]} for a in args.arms}},
         "notes": args.note,
         "best_known": {s: sbc.get_best_known(s) for s in shapes},
         "summary": sbc.summarise(episodes, known),
-        "per_shape_regret": {str(b): per_shape(episodes, known, b) for b in args.budgets},
+        "per_shape_regret": {str(b): per_shape(episodes, known, b)
+                             for b in args.budgets + ([args.long_budget] if args.long_budget else [])},
         "behaviour": behaviour(episodes),
         "warmup": warmup, "episodes": episodes,
         "seconds": round(time.perf_counter() - t0, 1), "provenance": run_provenance(ROOT)}
