@@ -67,6 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup-shapes", nargs="+", default=WARMUP,
                    help="train shapes whose episodes fill the memory before evaluation")
     p.add_argument("--warmup-budget", type=int, default=30)
+    p.add_argument("--save-memories", default=None, metavar="DIR",
+                   help="write each memory arm's warm-up memory of the first seed to "
+                        "DIR/planner_memory_gemm_<arm>.json, then stop (what configs/bench/planner.yaml reads)")
     p.add_argument("--correctness", default="none", choices=["none", "interpreter"])
     p.add_argument("--tag", default="gemm_table")
     p.add_argument("--note", action="append", default=[],
@@ -177,6 +180,13 @@ def main(argv=None) -> int:
     out_path = ROOT / "benchmarks" / "results" / f"planner_ablations_{args.tag}.json"
     t0 = time.perf_counter()
     memories, warmup = warm_memories(args, args.arms)
+    if args.save_memories:
+        for (arm, seed), memory in memories.items():
+            if seed == args.seeds[0]:
+                memory.path = Path(args.save_memories) / f"planner_memory_gemm_{arm}.json"
+                memory.save()
+                print(f"wrote {memory.path}")
+        return 0
     episodes, known = [], {}
     for shape in shapes:
         env = make_env("test", max(args.budgets + [args.long_budget or 0]), args.correctness)
