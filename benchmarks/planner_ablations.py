@@ -9,7 +9,8 @@ the best program known, and how often each reaches 0.9 / 0.95 of the best known.
 Arms (`ARMS`): the planner with knowledge, the checker's report and memory (`kb`); the
 same code with `knowledge=False` (the entries' plans in a seeded random order, no
 conditions, no expected gain), `report=False` (a refuted program is undone, never
-repaired) and `memory=False`; greedy hill-climbing and random search as references.
+repaired) and `memory=False`; greedy hill-climbing and random search as references. On
+request (`--arms llm llm-no-report`), the LLM planner with the local SmolLM2-135M.
 
 Memory protocol: an arm that uses memory first plays one episode on each warm-up shape of
 GEMM's train split (`--warmup-shapes`, budget 30, the evaluation seed) with a fresh
@@ -50,13 +51,21 @@ ARMS = {
     "kb-no-memory": ("kb", {"memory": False}),
     "greedy": ("greedy", {}),
     "random": ("random", {}),
+    # mode (b): the LLM planner with the local SmolLM2-135M, as the committed board plays it
+    # (scoring the legal actions, sampling at temperature 0.5 with the episode's seed), no
+    # memory (a warm-up would cost minutes of model time per seed)
+    "llm": ("llm", {"memory": False, "memory_path": "none", "contrast": 0.0, "temperature": 0.5,
+                    "threads": 2}),
+    "llm-no-report": ("llm", {"memory": False, "memory_path": "none", "contrast": 0.0,
+                              "temperature": 0.5, "threads": 2, "report": False}),
 }
+DEFAULT_ARMS = ["kb", "kb-no-knowledge", "kb-no-report", "kb-no-memory", "greedy", "random"]
 WARMUP = ["decode-16", "ragged-1000", "square-4096", "small-m-512"]
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     p.add_argument("--budgets", nargs="+", type=int, default=[10, 30])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--shapes", nargs="+", default=None,
