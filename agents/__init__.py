@@ -9,6 +9,7 @@ AGENTS = {
     "bo": "argus_env.agents.search.bo",
     "mcts": "argus_env.agents.search.mcts",
     "llm": "argus_env.agents.llm.planner",
+    "kb": "argus_env.agents.llm.scripted",
     "ppo": "argus_env.agents.rl.ppo",
 }
 

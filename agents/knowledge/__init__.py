@@ -14,7 +14,20 @@ Each entry is a Markdown file in `entries/` with YAML front matter:
     ## When it helps ... ## What it costs ... ## Invariants ... ## In Argus ...
 
 `hint` is the one line a small model sees; the body is what retrieval indexes and what a
-larger model may read. `load_entries()` reads and validates them; `retrieve.Retriever`
+larger model may read. Two optional keys make an entry actionable for a policy without a
+model (the scripted planner, `agents/llm/scripted.py`):
+
+    plans:                                  # what to do, when, and what it should reach
+      - tasks: [gemm]                       # the tasks it is written for (default: the entry's)
+        when: "M <= 64"                     # a condition (knowledge/conditions.py)
+        actions: ["tile_m(32)", "split_k(4)"]   # catalog calls, in an order that keeps each legal
+        expect: "min(1.1, frac * sms / (cdiv(M, tile_m) * cdiv(N, tile_n)))"
+                                            # fraction of the library expected after the plan
+    repairs:                                # what fixes a violation the checker reports
+      - invariant: exactly_once
+        match: "without an atomic add"      # a phrase of the violation's message (optional)
+        actions: ["combine('atomic')"]
+ `load_entries()` reads and validates them; `retrieve.Retriever`
 ranks them for an observation.
 """
 
@@ -30,6 +43,27 @@ ENTRIES_DIR = Path(__file__).parent / "entries"
 
 
 @dataclass(frozen=True)
+class Plan:
+    """A sequence of catalog calls the entry recommends, when `when` holds, expected to reach
+    the fraction of the library `expect` evaluates to (both expressions over the situation:
+    `knowledge/conditions.py`)."""
+
+    actions: tuple[str, ...]
+    when: str = "1"
+    expect: str = "frac"
+    tasks: tuple[str, ...] = ()    # the tasks it is written for (default: the entry's)
+
+
+@dataclass(frozen=True)
+class Repair:
+    """Catalog calls that fix a violation of `invariant` whose message contains `match`."""
+
+    invariant: str
+    actions: tuple[str, ...]
+    match: str = ""
+
+
+@dataclass(frozen=True)
 class Entry:
     """One technique: what it is for, what it costs, which invariants and actions it touches."""
 
@@ -42,6 +76,8 @@ class Entry:
     invariants: tuple[str, ...] = ()
     keywords: tuple[str, ...] = field(default=())
     path: str = ""
+    plans: tuple[Plan, ...] = ()
+    repairs: tuple[Repair, ...] = ()
 
     def document(self) -> str:
         """The text retrieval indexes: title, keywords, invariants, actions, hint and body."""
@@ -69,7 +105,43 @@ def parse_entry(text: str, path: str = "<text>") -> Entry:
     as_tuple = lambda key: tuple(str(x) for x in (meta.get(key) or ()))  # noqa: E731
     return Entry(str(meta["id"]), str(meta["title"]), str(meta["hint"]).strip(), body.strip(),
                  as_tuple("tasks"), as_tuple("transforms"), as_tuple("invariants"),
-                 as_tuple("keywords"), path)
+                 as_tuple("keywords"), path, _plans(meta, path), _repairs(meta, path))
+
+
+def _calls(item: dict, path: str, what: str) -> tuple[str, ...]:
+    calls = item.get("actions")
+    if not isinstance(calls, list) or not calls or not all(isinstance(c, str) for c in calls):
+        raise ValueError(f"{path}: each of {what} needs `actions`, a non-empty list of calls")
+    return tuple(calls)
+
+
+def _plans(meta: dict, path: str) -> tuple[Plan, ...]:
+    from .conditions import parse
+    out = []
+    for item in meta.get("plans") or ():
+        if not isinstance(item, dict) or set(item) - {"when", "actions", "expect", "tasks"}:
+            raise ValueError(f"{path}: a plan is a mapping of when, actions, expect and tasks")
+        tasks = tuple(str(t) for t in (item.get("tasks") or meta.get("tasks") or ()))
+        plan = Plan(_calls(item, path, "plans"), str(item.get("when", "1")),
+                    str(item.get("expect", "frac")), tasks)
+        for text in (plan.when, plan.expect):
+            try:
+                parse(text)
+            except (ValueError, SyntaxError) as e:
+                raise ValueError(f"{path}: plan expression {text!r}: {e}") from None
+        out.append(plan)
+    return tuple(out)
+
+
+def _repairs(meta: dict, path: str) -> tuple[Repair, ...]:
+    out = []
+    for item in meta.get("repairs") or ():
+        if not isinstance(item, dict) or not item.get("invariant") or \
+                set(item) - {"invariant", "match", "actions"}:
+            raise ValueError(f"{path}: a repair is a mapping of invariant, match and actions")
+        out.append(Repair(str(item["invariant"]), _calls(item, path, "repairs"),
+                          str(item.get("match") or "")))
+    return tuple(out)
 
 
 @lru_cache(maxsize=4)

@@ -8,6 +8,10 @@ Across episodes (and runs) the planner keeps a JSON file with
   "on decode-16, split_k(4) then combine('atomic'): 1.41x throughput (fixes coverage,
   exactly_once that split_k(4) left)", with a running geometric-mean gain and a count.
 
+- `outcomes`: what each knowledge-base plan gained where the scripted planner played it
+  (`agents/llm/scripted.py`), keyed by shape and plan, as a running mean log gain and a
+  count (`note_outcome`, `outcome`).
+
 `relevant(...)` ranks lessons for the current situation (same shape, same violated
 invariants, legal actions, large effects first) and the prompt shows the best ones, so
 the next episode starts from what the last one learned: in-context reinforcement
@@ -78,6 +82,7 @@ class Memory:
         self.max_episodes, self.max_lessons = max_episodes, max_lessons
         self.episodes: list[dict] = []
         self.lessons: dict[str, Lesson] = {}
+        self.outcomes: dict[str, dict] = {}   # "shape|plan" -> {shape, sizes, plan, gain, count}
         self._current: dict | None = None
         if self.path and self.path.exists():
             self._load()
@@ -95,6 +100,8 @@ class Memory:
         for d in data.get("lessons", []):
             lesson = Lesson(**d)
             self.lessons[lesson.key] = lesson
+        for d in data.get("outcomes", []):   # absent from files written before plans
+            self.outcomes[f"{d['shape']}|{d['plan']}"] = dict(d)
 
     def save(self) -> None:
         """Write the memory atomically; a no-op without a path."""
@@ -102,7 +109,8 @@ class Memory:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": VERSION, "episodes": self.episodes[-self.max_episodes:],
-                "lessons": [asdict(x) for x in self.lessons.values()]}
+                "lessons": [asdict(x) for x in self.lessons.values()],
+                "outcomes": list(self.outcomes.values())}
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -118,12 +126,34 @@ class Memory:
     # ------------------------------------------------------------ recording
     def begin(self, task: str, shape: str, sizes: dict, baseline_frac: float) -> None:
         self._current = {"task": task, "shape": shape, "sizes": dict(sizes),
-                         "baseline_frac": float(baseline_frac), "steps": []}
+                         "baseline_frac": float(baseline_frac), "steps": [], "outcomes": []}
 
     def note(self, step: StepRecord) -> None:
         if self._current is None:
             raise RuntimeError("Memory.note before Memory.begin")
         self._current["steps"].append(asdict(step))
+
+    def note_outcome(self, plan: str, log_gain: float) -> None:
+        """What playing `plan` (a knowledge-base plan's key) gained in this episode: the log
+        of the best fraction it reached over the fraction it started from."""
+        if self._current is None:
+            raise RuntimeError("Memory.note_outcome before Memory.begin")
+        self._current["outcomes"].append([plan, float(log_gain)])
+
+    def outcome(self, shape: str, sizes: dict, plan: str, class_weight: float = 0.5) -> tuple[float, float]:
+        """Evidence on `plan` from earlier episodes: (weighted mean log gain, total weight),
+        each earlier outcome on `shape` weighing 1 per time played, on another shape of the
+        same class (decode, ragged, large) `class_weight`; (0, 0) without any."""
+        total, weight = 0.0, 0.0
+        cls = _shape_class(shape, self, sizes)
+        for o in self.outcomes.values():
+            if o["plan"] != plan:
+                continue
+            w = 1.0 if o["shape"] == shape else (
+                class_weight if _shape_class(o["shape"], self, o.get("sizes")) == cls else 0.0)
+            total += w * o["count"] * o["gain"]
+            weight += w * o["count"]
+        return (total / weight if weight else 0.0), weight
 
     def end(self, best_frac: float, best_actions: list[str]) -> list[Lesson]:
         """Close the episode: keep its trajectory, distil and merge its lessons, save."""
@@ -142,6 +172,12 @@ class Memory:
                 n = old.count + 1
                 old.gain = math.exp((math.log(old.gain) * old.count + math.log(lesson.gain)) / n)
                 old.count = n
+        for plan, gain in ep.get("outcomes", []):
+            key = f"{ep['shape']}|{plan}"
+            old = self.outcomes.setdefault(key, {"shape": ep["shape"], "sizes": ep["sizes"],
+                                                 "plan": plan, "gain": 0.0, "count": 0})
+            old["gain"] = (old["gain"] * old["count"] + gain) / (old["count"] + 1)
+            old["count"] += 1
         if len(self.lessons) > self.max_lessons:  # forget the weakest evidence first
             keep = sorted(self.lessons.values(), key=lambda x: (x.count, abs(math.log(x.gain))))
             for x in keep[:len(self.lessons) - self.max_lessons]:
@@ -176,6 +212,20 @@ class Memory:
             score += 0.5
         score += min(1.0, abs(math.log(max(x.gain, 1e-6)))) + (0.5 if x.gain > 1.0 else 0.0)
         return score + 0.1 * min(x.count, 5)
+
+    def evidence(self, shape: str, sizes: dict, action: str, class_weight: float = 0.5) -> tuple[float, float]:
+        """Evidence on one action from the lessons: (weighted mean log gain, total weight) of
+        the chains it starts and that were not undone, on `shape` (weight 1 per occurrence)
+        or another shape of its class (`class_weight`)."""
+        total, weight = 0.0, 0.0
+        cls = _shape_class(shape, self, sizes)
+        for x in self.lessons.values():
+            if not x.actions or x.actions[0] != action or x.undone:
+                continue
+            w = 1.0 if x.shape == shape else (class_weight if _shape_class(x.shape, self) == cls else 0.0)
+            total += w * x.count * math.log(max(x.gain, 1e-9))
+            weight += w * x.count
+        return (total / weight if weight else 0.0), weight
 
     def prior(self, shape: str, action: str) -> float:
         """Mean log gain of lessons on `shape` that start with `action` (0 if none)."""

@@ -75,6 +75,10 @@ class Args:
     """embedding, bm25, or auto (embedding when the model is available)"""
     memory: bool = True
     """use episodic memory (lessons from earlier episodes) in the prompt"""
+    report: bool = True
+    """show the checker's report in the prompt; False leaves it out everywhere the prompt
+    draws on it (its section, the retrieval query, the memory's choice of lessons), the
+    ablation "without the checker's report" """
     memory_path: str = "auto"
     """JSON file of the memory; auto: $ARGUS_CACHE_DIR/llm/memory-<task>.json; none: in-process"""
     memory_k: int = 4
@@ -264,7 +268,7 @@ class Planner:
         program = info["program"]
         summary = f"Program: {P.summary_line(program)}"
         full = a.program == "full" or (a.program == "auto" and a.mode == "free")
-        report = "Checker: " + "\n".join(P.report_lines(info["report_text"]))
+        report = "Checker: " + "\n".join(P.report_lines(info["report_text"])) if a.report else None
         measured = bool(info["measurement"] and info["measurement"]["ok"] and info["failure"] is None)
         perf = P.perf_line(self.obs["perf"], measured)
         if self.last:
@@ -272,8 +276,8 @@ class Planner:
         sections = [("card", card, 0), ("program", summary, 1)]
         if full:
             sections.append(("program_text", f"```python\n{program.strip()}\n```", 6))
-        sections += [("report", report, 1), ("perf", perf, 2)]
-        kinds = {v["invariant"] for v in info["report"]["violations"]}
+        sections += ([("report", report, 1)] if report else []) + [("perf", perf, 2)]
+        kinds = {v["invariant"] for v in info["report"]["violations"]} if a.report else set()
         if self.retriever is not None:
             query = (info["report_text"] if kinds else "") + f"\n{info['shape']} {dims} {words}\n{summary}"
             hits = self.retriever.search(query, k=a.knowledge_k, task=self.core.task.name)

@@ -37,6 +37,7 @@ class Walker:
         self.best_frac = -1.0
         self.base_frac = 0.0
         self.obs = None
+        self.info: dict = {}             # the env's info after the last reset or step
         self.started = False
 
     # ------------------------------------------------------------ moves
@@ -44,6 +45,7 @@ class Walker:
         """Back to the baseline program (no env step)."""
         opts = {"shape": self.shape} if self.shape else None
         self.obs, info = self.env.reset(seed=self.seed, options=opts)
+        self.info = info
         if not self.started:
             self.rec.start(info)
             self.shape = self.shape or (info["shape"] if info["shape"] != "custom" else None)
@@ -58,6 +60,7 @@ class Walker:
         """Take `action` (a legal transformation or undo); True when the env took it."""
         before = self.config
         self.obs, reward, term, trunc, info = self.env.step(action)
+        self.info, self.reward = info, float(reward)
         self.rec.step(action, reward, info)
         if self.progress:
             self.progress(self.rec.rec)

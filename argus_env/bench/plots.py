@@ -91,8 +91,9 @@ def shape_bars(board) -> bytes:
             m = sum(vals) / len(vals)
             xs.append(j - 0.4 + width * (i + 0.5))
             means.append(m)
-            lo.append(m - min(vals))
-            hi.append(max(vals) - m)
+            # identical values need not average to themselves in floating point
+            lo.append(max(0.0, m - min(vals)))
+            hi.append(max(0.0, max(vals) - m))
         ax.bar(xs, means, width=width * 0.95, color=colors[e.agent], label=e.agent,
                yerr=[lo, hi], capsize=3, error_kw={"linewidth": 1})
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")

@@ -246,3 +246,17 @@ def test_results_of_two_budgets_rank_on_a_board_each(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["leaderboard", "--help"])
     assert "make a board per budget" in " ".join(capsys.readouterr().out.split())
+
+
+def test_shape_bars_of_an_agent_with_no_spread_over_seeds():
+    """Three seeds that found the same kernel: their mean may come out a rounding error
+    above each of them (0.1 + 0.1 + 0.1 > 0.3), which must not make a negative error bar."""
+    from argus_env.bench import plots
+    lines = committed_lines()
+    shape = lines[0]["shape"]
+    same = [ln for ln in lines if ln["shape"] == shape and ln["agent"] == "greedy"][:1]
+    assert same, "a committed greedy line"
+    three = [dict(same[0], seed=s, score=0.1, final_frac_anchor=0.1, best_frac_anchor=0.1) for s in (0, 1, 2)]
+    board, = L.build(three)
+    assert sum(board.entries[0].per_shape[shape]) / 3 > min(board.entries[0].per_shape[shape])
+    assert plots.shape_bars(board).startswith(b"\x89PNG")

@@ -79,3 +79,47 @@ def test_embedding_retrieval_returns_split_k_for_a_split_k_coverage_violation(sp
     hits = r.search("decode-16 M=16, N=4096, K=4096 (decode, small M, memory bound) "
                     "Program: GEMM: 64x64x32 tiles, 4 warps.", k=3, task="gemm")
     assert "small-m-decode" in [h.entry.id for h in hits], [h.entry.id for h in hits]
+
+
+# ------------------------------------------------------------ plans and repairs
+def test_every_plan_and_repair_names_real_catalog_calls_and_valid_expressions():
+    from argus_env.agents.knowledge.conditions import parse
+    from argus_env.task import get_task
+    entries = load_entries()
+    plans = [(e, p) for e in entries for p in e.plans]
+    repairs = [(e, r) for e in entries for r in e.repairs]
+    assert len(plans) >= 10 and len(repairs) >= 3, (len(plans), len(repairs))
+    for e, p in plans:
+        assert p.tasks, e.id
+        for task in p.tasks:
+            space = get_task(task).space
+            for call in p.actions:
+                parsed = space.parse_call(call)          # raises on a name the catalog lacks
+                assert parsed.kind == "transform", (e.id, call)
+        parse(p.when), parse(p.expect)
+    for e, r in repairs:
+        assert r.invariant in known_classes(), (e.id, r)
+        for task in e.tasks:
+            for call in r.actions:
+                get_task(task).space.parse_call(call)
+
+
+def test_the_split_k_repair_matches_the_checkers_real_message(splitk_report):
+    from argus_env.agents.knowledge import get_entry
+    repairs = get_entry("split-k-combine").repairs
+    for r in repairs:
+        assert f"[{r.invariant}]" in splitk_report and r.match in splitk_report, (r, splitk_report)
+        assert r.actions == ("combine('atomic')",)
+
+
+def test_conditions_are_read_not_run():
+    from argus_env.agents.knowledge.conditions import evaluate, holds
+    names = {"M": 16, "N": 4096, "K": 4096, "tile_m": 64, "tile_n": 64, "sms": 132}
+    assert evaluate("cdiv(M, tile_m) * cdiv(N, tile_n)", names) == 64
+    assert holds("cdiv(M, tile_m) * cdiv(N, tile_n) < sms and K >= 1024", names)
+    assert evaluate("wave_eff(133, sms)", names) == pytest.approx(133 / 264)
+    assert not holds("attention_heads > 2", names)          # unknown here: does not apply
+    for bad in ("__import__('os')", "M.real", "open('x')", "[1][0]", "'a' < 'b'", "2 ** 99999",
+                "lambda: 1", "M if True else N"):
+        with pytest.raises((ValueError, SyntaxError)):
+            evaluate(bad, names)
