@@ -35,9 +35,9 @@ SCALED = {
 CORPORA = {"gemm": "corpus", "attention": "corpus_attention", "moe": "corpus_moe"}
 
 
-def _time(check, prog, sizes, task) -> tuple[float, object]:
+def _time(check, prog, sizes, task, **kw) -> tuple[float, object]:
     t0 = time.perf_counter()
-    report = check(prog, sizes, task)
+    report = check(prog, sizes, task, **kw)
     return (time.perf_counter() - t0) * 1000, report
 
 
@@ -70,9 +70,17 @@ def corpus_rows(name: str, check) -> list[dict]:
     module = __import__(CORPORA[name])
     task = get_task(name)
     rows = []
+    # the first check in a process pays for imports and first-use caches: one untimed
+    # check first, as a long-lived environment has made before
+    first = module.CORPUS[0]
+    check(first.program(), first.sizes, task,
+          **({"num_sms": first.num_sms} if getattr(first, "num_sms", None) else {}))
     for m in module.CORPUS:
         prog = m.program()
-        ms, report = _time(check, prog, m.sizes, task)
+        # a case's own A.num_sms() where it has one (a persistent MoE bug shows only when
+        # the grid is smaller than the work)
+        kw = {"num_sms": m.num_sms} if getattr(m, "num_sms", None) else {}
+        ms, report = _time(check, prog, m.sizes, task, **kw)
         caught = set(m.expect) <= report.kinds()
         rows.append({"task": name, "case": m.name, "sizes": m.sizes, "ms": round(ms, 2),
                      "queries": report.queries, "caught": caught,
