@@ -127,7 +127,9 @@ def test_an_llm_planner_episode_replays_bit_for_bit():
     transcript too (prompts and answers exactly) but for the transcript's own timings and
     the candidates' scores, which are equal to `SCORE_TOLERANCE`: floating point in the
     model is not bit-for-bit across CPUs."""
-    line = _first("llm", "Argus-GEMM-v0")[0]
+    # RMSNorm's catalog offers the fewest legal actions, so its episode scores the fewest
+    # candidates with the model (the GEMM one took about twice as long)
+    line = _first("llm", "Argus-RMSNorm-v0")[0]
     again = replayed(line)
     assert same(line, again) in ([], ["transcript"]), same(line, again)
     assert _untimed(line["transcript"]) == _untimed(again["transcript"])
