@@ -84,6 +84,17 @@ def check_for_all_sizes(program, sizes: dict, task=None, deadline: float | None 
     if report.status == "undecided":
         o = report.undecided[0]
         return None, f"undecided for all sizes: {o.what} (line {o.line}): {o.reason}"
+    if report.violations:
+        # a counterexample for all sizes stands only where the check at its own sizes
+        # finds the same class of violation (a query the all-sizes fragment answers with
+        # a weaker fact can give a model no concrete size realises)
+        v = report.violations[0]
+        at = {**sizes, **{k: int(x) for k, x in v.sizes.items() if k in names}}
+        again = _symbolic()(program, at, task, deadline=deadline, **options)
+        if v.invariant not in again.kinds():
+            return None, (f"undecided for all sizes: a {v.invariant} counterexample at "
+                          + ", ".join(f"{k}={x}" for k, x in at.items() if k in names)
+                          + f" is not one when checked at those sizes ({again.status})")
     lo, hi = FOR_ALL_RANGE
     report.notes.append(f"for all {', '.join(names)} in [{lo}, {hi - 1}]"
                         + (f" (the other sizes as given: " + ", ".join(

@@ -101,3 +101,30 @@ def test_a_proof_is_not_reused_where_a_fixed_size_differs():
         assert third.report is not second.report
     finally:
         ev.close()
+
+
+def test_a_counterexample_for_all_sizes_stands_only_where_its_sizes_show_it(monkeypatch):
+    """A violation the all-sizes query reports is checked again at its own sizes; where
+    that check finds no violation of its class, the answer is no proof and no refutation
+    (checked size by size), never a reported bug."""
+    import dataclasses
+
+    from argus_env.check import symbolic
+    from argus_env.check.report import Violation
+    real = symbolic.check
+    sizes = dict(GEMM.shapes[0].sizes)
+    program = GEMM.bind(GEMM.program("baseline"), sizes)
+
+    def with_a_false_counterexample(prog, at, task=None, **kw):
+        report = real(prog, at, task, **kw)
+        if "for_all" in kw:   # as if the all-sizes query had found a model
+            fake = Violation("coverage", "store", 1, "a made-up counterexample",
+                             sizes={"M": 3, "N": 5, "K": 7})
+            report = dataclasses.replace(report, violations=[fake])
+        return report
+
+    monkeypatch.setattr(symbolic, "check", with_a_false_counterexample)
+    report, why = check_for_all_sizes(program, sizes, GEMM)
+    assert report is None
+    assert "coverage counterexample at M=3, N=5, K=7 is not one" in why
+    assert "proven" in why   # the check at those sizes
