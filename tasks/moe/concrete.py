@@ -37,6 +37,7 @@ from argus_env.check.concrete.interp import stmt_text
 from argus_env.check.concrete.values import first, tagged
 from argus_env.check.report import Violation
 
+from . import routing
 from .postconditions import spec
 
 #: the key of the pack's record on the output's `TensorWrites.pack`
@@ -171,7 +172,8 @@ def _record(it, ref) -> dict:
         tw.pack[RECORD] = {"shape": shape, "keep": keep, "counts": np.zeros(n, np.int32),
                            "first": np.full(n, -1, np.int64), "again": np.full(n, -1, np.int64),
                            "masked": np.full(n, -1, np.int64),
-                           "masked_at": np.full(n, -1, np.int64), "writes": [],
+                           "masked_at": np.full(n, -1, np.int64),
+                           "again_at": np.full(n, -1, np.int64), "writes": [],
                            "unrouted": False, "atomic": True}
     return tw.pack[RECORD]
 
@@ -195,12 +197,15 @@ def _points(it, op: str, line: int, ref, p: np.ndarray, real: np.ndarray,
                                 [np.clip(c, 0, n - 1) for c, n in zip(cols, shape[1:])], shape)
     added = ok & active & ref.in_bounds()
     # a point added twice within one access counts twice, too
-    idx, times = np.unique(flat[added], return_counts=True)
+    idx, at, times = np.unique(flat[added], return_index=True, return_counts=True)
+    at = np.flatnonzero(added)[at]   # the tile element first adding each point
     counts, first_w, again = rec["counts"], rec["first"], rec["again"]
     was = counts[idx]
     counts[idx] = was + times
     first_w[idx[was == 0]] = me
-    again[idx[(was + times >= 2) & (again[idx] < 0)]] = me
+    twice = (was + times >= 2) & (again[idx] < 0)
+    again[idx[twice]] = me
+    rec["again_at"][idx[twice]] = at[twice]
     dropped = ok & ~active
     if dropped.any():
         miss, at = flat[dropped], np.flatnonzero(dropped)
@@ -273,8 +278,10 @@ def _twice(sh, tensor: str, rec: dict, k: int, sid: np.ndarray) -> None:
         f"{tuple(w1['program_id'])} and again by program {tuple(w2['program_id'])}",
         source=w2["source"], sizes=dict(sh.sizes), program_id=tuple(w2["program_id"]),
         names=dict(w2["names"]), tensor=tensor, coords=coords,
+        element=tuple(int(i) for i in np.unravel_index(int(rec["again_at"][k]), w2["tile"])),
         expected={f"times {r.slot}={q % r.topk}": 1}, actual={f"times {r.slot}={q % r.topk}": 2},
-        other={"program_id": w1["program_id"], "line": w1["line"], "names": w1["names"]}))
+        other={"program_id": w1["program_id"], "line": w1["line"], "names": w1["names"],
+               "position": p, "pair": q}))
 
 
 def _missing(sh, tensor: str, rec: dict, k: int, sid: np.ndarray) -> None:
@@ -298,7 +305,35 @@ def _missing(sh, tensor: str, rec: dict, k: int, sid: np.ndarray) -> None:
         element=tuple(int(i) for i in np.unravel_index(int(rec["masked_at"][k]), w["tile"]))
         if m >= 0 else (),
         tensor=tensor, coords=coords, expected={r.slot: f"[0, {r.topk})"},
-        actual={f"missing {r.slot}": q % r.topk}))
+        actual={f"missing {r.slot}": q % r.topk}, other={"position": p, "pair": q}))
 
 
-__all__ = ["on_dot", "on_write", "routing_arrays", "settle"]
+# ---------------------------------------------------------------- routings to run on
+def routing_inputs(ids, r) -> dict:
+    """The concrete check's `inputs` for top-k choice `ids` ([T, TOPK] distinct experts per
+    token): the routing step's own arrays (`routing.align`) at the program's block size."""
+    import torch
+    ids = torch.as_tensor(ids, dtype=torch.int32)
+    sorted_ids, expert_ids = routing.align(ids, r.experts, r.block, r.rows)
+    return {r.topk_ids: ids, r.sorted_ids: sorted_ids, r.expert_ids: expert_ids}
+
+
+def sample_routings(r, seeds=(0,)) -> dict:
+    """Named top-k choices to run a routed program on: seeded router logits, balanced and
+    skewed (`routing.router_logits`); every token on experts 0..TOPK-1 (one expert takes
+    every token's first slot: the longest runs); pairs dealt round robin (every expert used
+    when T * TOPK >= E, the shortest runs). Runs that do not fill whole blocks of BM come
+    with every one of them unless T is a multiple of BM."""
+    import torch
+    out = {}
+    for seed in seeds:
+        for skew in (0.0, routing.SKEW):
+            g = torch.Generator().manual_seed(seed)
+            _, ids = routing.topk(routing.router_logits(r.tokens, r.experts, skew, g), r.topk)
+            out[f"seed{seed}-{'skewed' if skew else 'balanced'}"] = ids
+    out["one-expert"] = torch.arange(r.topk, dtype=torch.int32).repeat(r.tokens, 1)
+    out["round-robin"] = (torch.arange(r.pad) % r.experts).to(torch.int32).reshape(r.tokens, r.topk)
+    return out
+
+
+__all__ = ["on_dot", "on_write", "routing_arrays", "routing_inputs", "sample_routings", "settle"]
