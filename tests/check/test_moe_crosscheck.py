@@ -38,7 +38,8 @@ from corpus_moe import CLEAN, CORPUS, SIZES, Mutation
 TASK = get_task("moe")
 ROUTED = ("expert", "scatter", "padding", "combine")
 #: the routings a proven program is run on in the fast tests (the slow sweep runs all)
-FAST_ROUTINGS = ("seed0-skewed", "one-expert", "round-robin")
+FAST_ROUTINGS = {"task": ("seed0-skewed", "one-expert", "round-robin"),
+                 "rewrite": ("seed0-skewed", "round-robin"), "clean": ("round-robin",)}
 
 
 @dataclasses.dataclass
@@ -57,12 +58,13 @@ class Case:
     def routing(self):
         return routing_of(self.program.kernel.consts, self.full)
 
-    def concrete(self, key: str, ids):
-        """The concrete report on top-k choice `ids` (kept under `key`); the routing's
-        arrays are checked against the postconditions the symbolic side assumes."""
+    def concrete(self, ids):
+        """The concrete report on top-k choice `ids` (one run per distinct choice); the
+        routing's arrays are checked against the postconditions the symbolic side assumes."""
+        r = self.routing
+        inputs = routing_inputs(ids, r)
+        key = inputs["topk_ids"].numpy().tobytes()   # one run per distinct routing
         if key not in self._concrete:
-            r = self.routing
-            inputs = routing_inputs(ids, r)
             routing.check_postconditions(inputs["topk_ids"], inputs["sorted_ids"],
                                          inputs["expert_ids"], r.experts, r.block)
             self._concrete[key] = check_program(self.program, self.full, TASK,
@@ -73,7 +75,7 @@ class Case:
     def witness(self, i: int):
         """The concrete report on the routing realised from symbolic violation i."""
         v = self.symbolic.violations[i]
-        return self.concrete(f"witness{i}", arrays(v.witness["routing"], self.routing)[0])
+        return self.concrete(arrays(v.witness["routing"], self.routing)[0])
 
 
 _CASES: dict = {}
@@ -98,10 +100,19 @@ def _clean(name, base, edits, sizes=SIZES) -> Mutation:
 
 #: programs the symbolic checker proves: the task's own, the corpus's correct rewrites, and
 #: seeded bugs at the sizes (and SM counts) where no routing breaks them
-PROVEN = [(_clean(w, w, ()), DEFAULT_NUM_SMS) for w in ("baseline", "expert")] + \
-    [(_clean(*c), n) for c in CLEAN for n in (3, DEFAULT_NUM_SMS)] + \
-    [(dataclasses.replace(m, sizes=dict(s), num_sms=None), n or DEFAULT_NUM_SMS)
-     for m in CORPUS for s, n in m.clean]
+TASK_PROGRAMS = [(_clean(w, w, ()), DEFAULT_NUM_SMS) for w in ("baseline", "expert")]
+REWRITES = [(_clean(*c), n) for c in CLEAN for n in (3, DEFAULT_NUM_SMS)]
+CLEAN_SIZES = [(dataclasses.replace(m, sizes=dict(s), num_sms=None), n or DEFAULT_NUM_SMS)
+               for m in CORPUS for s, n in m.clean]
+PROVEN = TASK_PROGRAMS + REWRITES + CLEAN_SIZES
+#: the SM count a rewrite is checked with in the fast tier (persistent loops: few SMs, so
+#: each instance walks several tiles)
+FAST_SMS = {"down-loops-over-usable-blocks": 3, "down-no-empty-block-guard": 3}
+#: the fast tier: the task's programs, each rewrite at one SM count (the other in the
+#: sweep), each seeded bug where no routing breaks it
+FAST_PROVEN = [("task", c) for c in TASK_PROGRAMS] + \
+    [("rewrite", c) for c in REWRITES if c[1] == FAST_SMS.get(c[0].name, DEFAULT_NUM_SMS)] + \
+    [("clean", c) for c in CLEAN_SIZES]
 SWEEP_SHAPES = [(_clean(w, w, (), s), 3) for w in ("baseline", "expert") for s in TASK.cpu_shapes]
 
 
@@ -216,14 +227,14 @@ def test_fused_combine_counterexample_names_the_output_element(mutation):
 
 
 # ---------------------------------------------------------------- proven programs
-@pytest.mark.parametrize("c", PROVEN, ids=_ids)
-def test_proven_programs_have_no_concrete_violation(c):
+@pytest.mark.parametrize("kind,c", FAST_PROVEN, ids=lambda x: x if isinstance(x, str) else _ids(x))
+def test_proven_programs_have_no_concrete_violation(kind, c):
     m, n = c
     cs = case(m, num_sms=n)
     assert cs.symbolic.ok and cs.symbolic.status == "proven", cs.symbolic.render()
     ids = sample_routings(cs.routing)
-    for name in FAST_ROUTINGS:
-        con = cs.concrete(name, ids[name])
+    for name in FAST_ROUTINGS[kind]:
+        con = cs.concrete(ids[name])
         assert con.ok, f"{name}:\n{con.render()}"
         proven = " ".join(con.proven)
         assert "expert" in proven and "scatter" in proven and "padding" in proven, proven
@@ -266,7 +277,7 @@ def test_every_routing_agrees(c):
     sym = cs.symbolic
     found = set()
     for name, ids in sample_routings(cs.routing, seeds=(0, 1)).items():
-        con = cs.concrete(name, ids)
+        con = cs.concrete(ids)
         found |= con.kinds()
         if sym.ok:
             assert con.ok, f"{name}:\n{con.render()}"
