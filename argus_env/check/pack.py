@@ -30,7 +30,10 @@ a dict for the pack's per-check state) and values of `argus_env.check.symbolic.v
 its own bookkeeping are named with the prefix `INTERNAL` ("@"), so they never meet a
 tensor's dim names; the core exempts them from the accumulator's tags-do-not-change check.
 Concrete hooks receive the concrete interpreter `it`
-(`argus_env.check.concrete.interp.Interp`) and its numpy values.
+(`argus_env.check.concrete.interp.Interp`: `violate`, `checked`, `wants`, `tensor_data`,
+`kernel`, `sizes`, `pid`, and `memo`, the pack's per-check state, as on the symbolic side)
+and its numpy values; `concrete_outputs` receives the run's shared state `sh`
+(`interp.Shared`: `rec`, `kernel`, `sizes`, `memo`) once a launch has run.
 
 A pack's classes are the task's block of the report encoding (`report.ReportLayout`): one
 slot naming the first violation's class within the pack, one count per class, padded to
@@ -132,6 +135,10 @@ ConcreteReduceRule = Callable[[Any, str, int, Any, Any], None]      # (it, fn, l
 ConcreteDotRule = Callable[[Any, int, Any], None]                   # (it, line, product)
 #: concrete: two values of the pack's tag meet elementwise: their combination
 ConcreteMergeRule = Callable[[Any, Any], Any]                       # (prev Tag, tag) -> Tag
+#: concrete: after a launch, output `tensor`'s whole-program obligations the pack settles
+#: itself from the launch's writes `tw` (`memory.TensorWrites`, its `pack` record): "written"
+#: for the bijection, coverage names for the atomic coverage; the core checks the rest
+ConcreteOutputRule = Callable[[Any, str, Any], "frozenset[str]"]   # (sh, tensor, tw)
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,7 @@ class InvariantPack:
     concrete_reduce: Mapping[str, ConcreteReduceRule] = field(default_factory=dict)
     concrete_dot: tuple[ConcreteDotRule, ...] = ()
     concrete_merge: Mapping[str, ConcreteMergeRule] = field(default_factory=dict)
+    concrete_outputs: ConcreteOutputRule | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

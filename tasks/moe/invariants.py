@@ -26,13 +26,17 @@ Rows added into the output through the routing map are proven whole (`combine.py
 `outputs` hook): each pair's row once at each column (so each slot of each output element
 exactly once) and every pair's row at all (so every slot, and every element has a writer).
 Every counterexample comes with a top-k choice whose arrays realise it (`witness.py`,
-`realize.py`, the `witness` hook); `replay.py` runs it under the Triton interpreter.
+`realize.py`, the `witness` hook); `replay.py` runs it under the Triton interpreter. The
+concrete checker evaluates the same relations over one real routing given as its
+`inputs` (`concrete.py`: the `concrete_dot`, `concrete_write` and `concrete_outputs`
+hooks).
 """
 
 from __future__ import annotations
 
 from argus_env.check.pack import Conflict, InvariantClass, InvariantPack, register_pack
 
+from . import concrete
 from .combine import settle
 from .postconditions import Routing, axioms, fns, routing_of, spec  # noqa: F401
 from .witness import exclude, witness
@@ -147,4 +151,8 @@ PACK = register_pack(InvariantPack(
     outputs=settle,
     exclude=exclude,
     witness=witness,
+    # the same relations over one real routing (`concrete.py`), for the concrete checker
+    concrete_dot=(concrete.on_dot,),
+    concrete_write=(concrete.on_write,),
+    concrete_outputs=concrete.settle,
 ))

@@ -114,6 +114,9 @@ class Shared:
     #: the writes of finished launches, per tensor: what a later launch reads from a
     #: workspace covers what they wrote there (`memory.load`)
     memory: dict = field(default_factory=dict)
+    #: the pack's per-check state (its rules keep what they derive once here: the routing
+    #: of a routed program, say), as the symbolic checker's `memo`
+    memo: dict = field(default_factory=dict)
 
 
 class Interp:
@@ -139,6 +142,12 @@ class Interp:
                 self.env[p.name] = scalar(shared.inputs.get(p.name, p.default))
         for name in self.kernel.sizes:
             self.env[name] = scalar(self.sizes[name])
+
+    @property
+    def memo(self) -> dict:
+        """The pack's per-check state (`Shared.memo`), named as on the symbolic checker so a
+        hook both interpreters call (`InvariantPack.conflict`) reads it the same way."""
+        return self.sh.memo
 
     # ------------------------------------------------------------ statements
     def run(self) -> None:
@@ -360,7 +369,10 @@ def assert_tags(it: Interp, call: ir.Call) -> None:
         want = it.known(rel_v, f"assert_tags {name}")
         it.checked("assert_tags", line, "assertion")
         t = x.tags.get(name)
-        bad = where if t is None else where & (~t.has | (t.val != want))
+        # as the symbolic rule: where the tag is carried it must equal e; a tile that
+        # carries the name nowhere fails wherever it carries data (an element carrying the
+        # other operand's tags only, its own masked off, asserts nothing of the name)
+        bad = where if t is None else where & t.has & (t.val != want)
         el = first(bad) if it.wants("assertion", line) else None
         if el is not None:
             got = int(t.val[el]) if t is not None and t.has[el] else None

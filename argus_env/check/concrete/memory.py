@@ -165,6 +165,10 @@ class TensorWrites:
     #: reads back (kept for tensors a later launch reads)
     written_cov: dict[str, Cov] = field(default_factory=dict)
     keep: bool = False
+    #: the invariant pack's own record of this tensor's writes (its `concrete_write` hook
+    #: fills it, its `concrete_outputs` hook reads it): numpy arrays and lists, copied with
+    #: the writes when an instance's paths fork (`run.run_instance`)
+    pack: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = int(np.prod(self.extent, dtype=np.int64))
@@ -195,6 +199,7 @@ class TensorWrites:
         out.atomic_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.atomic_cov.items()}
         out.written_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.written_cov.items()}
         out.atomic_line = self.atomic_line
+        out.pack = {k: _copied(v) for k, v in self.pack.items()}
         return out
 
     def read(self, flat: np.ndarray, active: np.ndarray) -> dict[str, Cov]:
@@ -204,6 +209,19 @@ class TensorWrites:
             rows = c.counts[flat] * active[..., None]
             out[name] = Cov(c.lo, rows)
         return out
+
+
+def _copied(v):
+    """An independent copy of a pack's record entry (arrays, lists, dicts of them)."""
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    if isinstance(v, dict):
+        return {k: _copied(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_copied(x) for x in v]
+    if isinstance(v, set):
+        return set(v)
+    return v
 
 
 def store(it, e: ir.Call) -> None:
