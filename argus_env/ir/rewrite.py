@@ -11,21 +11,52 @@ from . import nodes as ir
 from .ops import KERNEL_OPTIONS
 
 
+#: per node class, the names of its fields that may hold nodes (all but `loc`)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+#: per class of a field's value, whether a value of it is an IR node
+_IS_NODE: dict[type, bool] = {}
+
+
+def _field_names(cls) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name != "loc")
+    return names
+
+
+def _is_node(value) -> bool:
+    cls = type(value)
+    known = _IS_NODE.get(cls)
+    if known is None:   # a dataclass instance that is no location (a class is no node)
+        known = _IS_NODE[cls] = dataclasses.is_dataclass(cls) and not issubclass(cls, ir.Loc) \
+            and not issubclass(cls, type)
+    return known
+
+
+def _collect(value, out: list) -> None:
+    if _is_node(value):
+        out.append(value)
+    elif isinstance(value, tuple):
+        for v in value:
+            _collect(v, out)
+
+
+def _child_list(node) -> list:
+    out: list = []
+    for name in _field_names(type(node)):
+        _collect(getattr(node, name), out)
+    return out
+
+
 def children(node) -> Iterator:
     """The IR nodes directly below `node` (expressions, statements, params)."""
-    for f in dataclasses.fields(node):
-        if f.name == "loc":
-            continue
-        value = getattr(node, f.name)
-        yield from _nodes_in(value)
+    return iter(_child_list(node))
 
 
 def _nodes_in(value) -> Iterator:
-    if dataclasses.is_dataclass(value) and not isinstance(value, (ir.Loc, type)):
-        yield value
-    elif isinstance(value, tuple):
-        for v in value:
-            yield from _nodes_in(v)
+    out: list = []
+    _collect(value, out)
+    return iter(out)
 
 
 def walk(node) -> Iterator:
@@ -34,7 +65,9 @@ def walk(node) -> Iterator:
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(list(children(n))))
+        kids = _child_list(n)
+        kids.reverse()
+        stack.extend(kids)
 
 
 def transform(node, fn: Callable):
@@ -43,19 +76,17 @@ def transform(node, fn: Callable):
     `fn(node)` returns a replacement or the node itself. Locations are kept.
     """
     updates = {}
-    for f in dataclasses.fields(node):
-        if f.name == "loc":
-            continue
-        value = getattr(node, f.name)
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
         new = _transform_value(value, fn)
         if new is not value:
-            updates[f.name] = new
+            updates[name] = new
     rebuilt = dataclasses.replace(node, **updates) if updates else node
     return fn(rebuilt)
 
 
 def _transform_value(value, fn):
-    if dataclasses.is_dataclass(value) and not isinstance(value, (ir.Loc, type)):
+    if _is_node(value):
         return transform(value, fn)
     if isinstance(value, tuple):
         items = tuple(_transform_value(v, fn) for v in value)
