@@ -40,7 +40,7 @@ from argus_env.check.report import Violation
 from . import routing
 from .postconditions import spec
 
-#: the key of the pack's record on the output's `TensorWrites.pack`
+#: the key of the pack's record on the output's `TensorWrites.pack_records`
 RECORD = "moe"
 
 
@@ -162,20 +162,20 @@ def _unweighted(it, op: str, line: int, ref, v, where: np.ndarray) -> None:
 
 # ---------------------------------------------------------------- the fused combine
 def _record(it, ref) -> dict:
-    """The pack's record of the output's writes in this launch (`TensorWrites.pack`)."""
+    """The pack's record of the output's writes in this launch (`TensorWrites.pack_records`)."""
     r = spec(it)
     tw = it.writes[ref.param.name]
-    if RECORD not in tw.pack:
+    if RECORD not in tw.pack_records:
         keep = [i for i, d in enumerate(ref.param.dims) if d not in (r.token, r.slot)]
         shape = (r.rows,) + tuple(ref.extent[i] for i in keep)
         n = int(np.prod(shape))
-        tw.pack[RECORD] = {"shape": shape, "keep": keep, "counts": np.zeros(n, np.int32),
+        tw.pack_records[RECORD] = {"shape": shape, "keep": keep, "counts": np.zeros(n, np.int32),
                            "first": np.full(n, -1, np.int64), "again": np.full(n, -1, np.int64),
                            "masked": np.full(n, -1, np.int64),
                            "masked_at": np.full(n, -1, np.int64),
                            "again_at": np.full(n, -1, np.int64), "writes": [],
                            "unrouted": False, "atomic": True}
-    return tw.pack[RECORD]
+    return tw.pack_records[RECORD]
 
 
 def _points(it, op: str, line: int, ref, p: np.ndarray, real: np.ndarray,
@@ -219,7 +219,7 @@ def settle(sh, tensor: str, tw) -> frozenset:
     every point whose position holds a pair added once (atomic adds) and at all; returns
     the obligations settled ("written", and TOPK for atomic adds)."""
     r = spec(sh)
-    rec = tw.pack.get(RECORD)
+    rec = tw.pack_records.get(RECORD)
     if tensor != r.output or r.pos in sh.kernel.param(tensor).dims or rec is None \
             or rec["unrouted"] or not rec["writes"]:
         return frozenset()

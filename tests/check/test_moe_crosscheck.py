@@ -280,6 +280,7 @@ def test_what_only_the_symbolic_side_assumes():
 
 # ---------------------------------------------------------------- the full sweep
 @pytest.mark.slow
+@pytest.mark.sweep   # every program on every routing: `python -m pytest -m sweep`
 @pytest.mark.parametrize("c", [(m, None) for m in CORPUS] + PROVEN + SWEEP_SHAPES, ids=_ids)
 def test_every_routing_agrees(c):
     """Every program on every sample routing (two seeds, balanced and skewed, one expert,

@@ -168,7 +168,7 @@ class TensorWrites:
     #: the invariant pack's own record of this tensor's writes (its `concrete_write` hook
     #: fills it, its `concrete_outputs` hook reads it): numpy arrays and lists, copied with
     #: the writes when an instance's paths fork (`run.run_instance`)
-    pack: dict = field(default_factory=dict)
+    pack_records: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = int(np.prod(self.extent, dtype=np.int64))
@@ -199,7 +199,7 @@ class TensorWrites:
         out.atomic_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.atomic_cov.items()}
         out.written_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.written_cov.items()}
         out.atomic_line = self.atomic_line
-        out.pack = {k: _copied(v) for k, v in self.pack.items()}
+        out.pack_records = {k: _copied(v) for k, v in self.pack_records.items()}
         return out
 
     def read(self, flat: np.ndarray, active: np.ndarray) -> dict[str, Cov]:
