@@ -241,12 +241,16 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     return {"counts": counts, "anchors": anchors, "slots": slots}
 
 
+#: the counts problem's budget (ms), and the longer one of a second try after `unknown`
+TIMEOUT_MS, RETRY_TIMEOUT_MS = 2000, 10000
+
+
 class _Track:
     """The counts problem's solver, its constraints labelled by the facts they come from."""
 
     def __init__(self, facts: Facts, placed: dict, sid: dict, r: Routing):
         self.solver = z3.Solver()
-        self.solver.set("timeout", 2000)
+        self.solver.set("timeout", TIMEOUT_MS)
         self.facts, self.placed, self.sid, self.r = facts, placed, sid, r
         self.labels: dict = {}   # label name -> (fact key, Bool)
 
@@ -272,7 +276,11 @@ class _Track:
 
     def check(self):
         assumptions = [b for _, b in self.labels.values()]
-        if self.solver.check(*assumptions) == z3.sat:
+        answer = self.solver.check(*assumptions)
+        if answer == z3.unknown:   # out of time on a loaded machine, not unrealisable:
+            self.solver.set("timeout", RETRY_TIMEOUT_MS)   # once more, with longer
+            answer = self.solver.check(*assumptions)
+        if answer == z3.sat:
             return self.solver.model()
         core = {str(b) for b in self.solver.unsat_core()} if assumptions else set()
         raise Unrealisable("no counts place the facts",
