@@ -136,10 +136,10 @@ def _exactly_once_tiles(ck, w) -> None:
                scope=w.names)
 
 
-def _exactly_once_write(ck, w, w2) -> None:
+def _two_writes(ck, w, w2) -> tuple[list, object, object]:
+    """Two instances (copies ~1 and ~2) of writes `w` and `w2` live at one element: the
+    constraints, and the two copiers. Where `w` is `w2`, the instances differ."""
     same = w is w2
-    if same and block_form(ck, w) is not None:
-        return _exactly_once_tiles(ck, w)
     c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
     distinct = z3.BoolVal(True)
     if same:
@@ -151,6 +151,14 @@ def _exactly_once_write(ck, w, w2) -> None:
     cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
     cons += [c1(w.live), c2(w2.live), distinct]
     cons += [c1(a) == c2(b) for a, b in zip(w.coords, w2.coords)]
+    return cons, c1, c2
+
+
+def _exactly_once_write(ck, w, w2) -> None:
+    same = w is w2
+    if same and block_form(ck, w) is not None:
+        return _exactly_once_tiles(ck, w)
+    cons, c1, c2 = _two_writes(ck, w, w2)
     m = ck.solve_real(cons)
     ck.stmt = w.stmt
     if m is None:
@@ -594,18 +602,8 @@ def exactly_once_map(ck, w, w2=None, extra=()):
             return None
         m = ck.solve_real(tile + axis_ranges(w.shape) + [w.live, c2(w.live)] + extra)
         return None if m is None else (m, lambda e: e, c2)
-    same, w2 = w2 is None or w2 is w, w if w2 is None else w2
-    c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
-    distinct = z3.BoolVal(True)
-    if same:
-        diffs = [c1(p) != c2(p) for p in ck.pids] + \
-            [c1(v) != c2(v) for v in _instance_vars(w)] + \
-            [c1(AXES[i]) != c2(AXES[i]) for i in range(len(w.shape))]
-        distinct = z3.Or(*diffs) if diffs else z3.BoolVal(False)
-    cons = [c1(p) for p in w.path] + [c2(p) for p in w2.path]
-    cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
-    cons += [c1(w.live), c2(w2.live), distinct]
-    cons += [c1(a) == c2(b) for a, b in zip(w.coords, w2.coords)]
+    w2 = w if w2 is None else w2
+    cons, c1, c2 = _two_writes(ck, w, w2)
     m = ck.solve_real(cons + extra)
     return None if m is None else (m, c1, c2)
 
