@@ -957,6 +957,12 @@ def cmd_measure(args) -> int:
         print("no CUDA GPU: `measure` times programs on a GPU (--dry-run lists them)",
               file=sys.stderr)
         return 2
+    gpu = torch.cuda.get_device_name(0)
+    if HARDWARE.upper() not in gpu.upper().replace(" ", "") and not args.any_gpu:
+        # the tables hold H200 figures: rows timed on another GPU would corrupt them
+        print(f"this GPU is {gpu!r}, not an {HARDWARE.upper()}: its figures would not "
+              f"belong in the {HARDWARE} tables (--any-gpu overrides)", file=sys.stderr)
+        return 3
     prov = gpu_provenance(args.rounds, args.rep_ms, plan["header"].get("commit", ""))
     measurer = GpuMeasurer(args.rounds, args.rep_ms, args.timeout)
     try:
@@ -1152,6 +1158,9 @@ def main(argv=None) -> int:
     m.add_argument("--rounds", type=int, default=2)
     m.add_argument("--rep-ms", type=int, default=20)
     m.add_argument("--timeout", type=float, default=120, help="seconds per program")
+    m.add_argument("--any-gpu", action="store_true",
+                   help=f"measure on a GPU that is not an {HARDWARE.upper()} (for testing "
+                        "the recorder; never append such rows)")
     m.add_argument("--heldout", action="store_true",
                    help="also time the held-out walks the tables lack (for `evaluate`; "
                         "their figures never enter the tables)")
