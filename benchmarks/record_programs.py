@@ -124,7 +124,12 @@ def namespace() -> None:
 
 
 BOARD = ROOT / "benchmarks" / "results" / "leaderboard" / "leaderboard.jsonl"
+#: the hardware whose tables and live figures a command reads and writes (`--hardware`;
+#: `measure` takes it from the GPU it runs on): rows timed on one GPU never enter another's
+#: tables, and a board joins only live figures of its own hardware
 HARDWARE = "h200"
+#: GPU names (upper case, spaces removed) -> hardware profile, for `measure --hardware auto`
+GPU_PROFILES = {"H200": "h200", "H100": "h100", "A100": "a100"}
 PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "date", "commit")
 #: measurement order: the board's submitted programs (live figures), what episodes
 #: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
@@ -270,8 +275,13 @@ def mark_held(items, log=None) -> int:
 
 
 def table_header(task_name: str) -> list[str]:
-    with (ROOT / "tasks" / task_name / f"table_{HARDWARE}.csv").open() as f:
-        return next(csv.reader(f))
+    """The task table's columns (a hardware without a table yet takes the H200 table's:
+    every hardware's table has the same columns)."""
+    path = ROOT / "tasks" / task_name / f"table_{HARDWARE}.csv"
+    if not path.exists():
+        path = ROOT / "tasks" / task_name / "table_h200.csv"
+    with path.open() as f:
+        return [c for c in next(csv.reader(f)) if c not in PROVENANCE_COLUMNS]
 
 
 # ====================================================================== sources
@@ -472,6 +482,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     found = mark_held(items, log)
     log(f"{len(items)} distinct programs, {found} priced from the tables")
     header = {"kind": "plan", "created": _now(), "commit": git_commit(), "board": str(board),
+              "hardware": HARDWARE,
               "walks": walks, "eval_walks": eval_walks, "walk_steps": walk_steps, "seed": seed,
               "walk_shapes": walk_shapes, "records": [str(p) for p in records],
               "lines": [line_view(ln) for ln in lines]}
@@ -511,7 +522,13 @@ def read_plan(path: Path) -> dict:
     header = json.loads(text[0])
     if header.get("kind") != "plan":
         raise SystemExit(f"{path}: not a plan (its first line is not the plan's header)")
-    return {"header": header, "items": [Item(**json.loads(t)) for t in text[1:] if t.strip()],
+    items = [Item(**json.loads(t)) for t in text[1:] if t.strip()]
+    if header.get("hardware", "h200") != HARDWARE:
+        # the plan marked what another hardware's tables price: here only this
+        # hardware's own tables hold anything
+        for it in items:
+            it.held = False
+    return {"header": header, "items": items,
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
@@ -873,10 +890,14 @@ def append_tables(out_dir: Path, tables_root: Path = ROOT / "tasks", log=print) 
         task = src.name[len("table_"):-len(f"_{HARDWARE}.csv")]
         dst = tables_root / task / f"table_{HARDWARE}.csv"
         if not dst.exists():
-            raise SystemExit(f"{dst}: no such table (from {src})")
-        with dst.open(newline="") as f:
-            reader = csv.DictReader(f)
-            header, rows = list(reader.fieldnames), list(reader)
+            if not dst.parent.is_dir():
+                raise SystemExit(f"{dst.parent}: no such task folder (from {src})")
+            with src.open(newline="") as f:   # the hardware's first table: the rows' columns
+                header, rows = list(csv.DictReader(f).fieldnames), []
+        else:
+            with dst.open(newline="") as f:
+                reader = csv.DictReader(f)
+                header, rows = list(reader.fieldnames), list(reader)
         dims = anchor_dims(task)
         have = {tuple(r[d] for d in dims) + (r["program_hash"],) for r in rows}
         with src.open(newline="") as f:
@@ -933,8 +954,38 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def gpu_hardware() -> str | None:
+    """The hardware profile of the GPU this process sees (None: no CUDA GPU, or one
+    without a profile)."""
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(0).upper().replace(" ", "")
+    return next((hw for key, hw in GPU_PROFILES.items() if key in name), None)
+
+
+def folder_hardware(out_dir: Path) -> str | None:
+    """The hardware a recording folder's runs measured on (its state file), if any."""
+    state = out_dir / "state.json"
+    if state.exists():
+        return json.loads(state.read_text()).get("hardware")
+    return None
+
+
 def cmd_measure(args) -> int:
     out_dir = args.out
+    global HARDWARE
+    if args.hardware == "auto":
+        HARDWARE = (gpu_hardware() if not args.dry_run else None) or folder_hardware(out_dir) \
+            or HARDWARE
+    else:
+        HARDWARE = args.hardware
+    earlier = folder_hardware(out_dir)
+    if earlier and earlier != HARDWARE:
+        print(f"{out_dir}: its answers were measured on {earlier}, this run would be on "
+              f"{HARDWARE}: use another folder (copy plan.jsonl there)", file=sys.stderr)
+        return 3
+    print(f"hardware: {HARDWARE}")
     plan = read_plan(out_dir / "plan.jsonl")
     results = out_dir / "results.jsonl"
     done = read_results(results)
@@ -959,9 +1010,10 @@ def cmd_measure(args) -> int:
         return 2
     gpu = torch.cuda.get_device_name(0)
     if HARDWARE.upper() not in gpu.upper().replace(" ", "") and not args.any_gpu:
-        # the tables hold H200 figures: rows timed on another GPU would corrupt them
+        # rows timed on another GPU would corrupt this hardware's tables
         print(f"this GPU is {gpu!r}, not an {HARDWARE.upper()}: its figures would not "
-              f"belong in the {HARDWARE} tables (--any-gpu overrides)", file=sys.stderr)
+              f"belong in the {HARDWARE} tables (--hardware auto takes the GPU's own; "
+              f"--any-gpu overrides)", file=sys.stderr)
         return 3
     prov = gpu_provenance(args.rounds, args.rep_ms, plan["header"].get("commit", ""))
     measurer = GpuMeasurer(args.rounds, args.rep_ms, args.timeout)
@@ -995,6 +1047,7 @@ def run_chunk(out_dir: Path, measure, prov: dict, *, max_seconds: float, warm_fn
     done = read_results(results)
     written = write_outputs(out_dir, plan, done, held, prov)
     state["plan"] = plan["sha256"]
+    state["hardware"] = HARDWARE
     state["chunks"].append({"started": started, "ended": _now(), **counts,
                             "provenance": prov, "outputs": written})
     state.update(answered=len(done), pending=len(select(plan["items"], held, done, heldout)))
@@ -1105,6 +1158,7 @@ def print_evaluation(ev: dict, out=print) -> None:
 
 
 def cmd_evaluate(args) -> int:
+    use_folder_hardware(args.out)
     plan = read_plan(args.out / "plan.jsonl")
     done = read_results(args.out / "results.jsonl")
     ev = evaluate_heldout(plan, done)
@@ -1119,9 +1173,18 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def use_folder_hardware(out_dir: Path) -> None:
+    """Read and write the tables of the hardware the folder's runs measured on."""
+    global HARDWARE
+    HARDWARE = folder_hardware(out_dir) or HARDWARE
+
+
 def cmd_append(args) -> int:
+    use_folder_hardware(args.out)
+    print(f"hardware: {HARDWARE}")
     added = append_tables(args.out)
     live = args.out / f"live_{HARDWARE}.json"
+    args.live_to = args.live_to or BOARD.parent / f"live_{HARDWARE}.json"
     if live.exists() and args.live_to:
         from argus_env.bench.live import read_live
         read_live(live)   # refuse a malformed file before it reaches the board
@@ -1158,6 +1221,9 @@ def main(argv=None) -> int:
     m.add_argument("--rounds", type=int, default=2)
     m.add_argument("--rep-ms", type=int, default=20)
     m.add_argument("--timeout", type=float, default=120, help="seconds per program")
+    m.add_argument("--hardware", default="auto",
+                   help="the hardware profile the rows belong to (default: the GPU's own, "
+                        "h200 or h100; a folder holds one hardware's answers)")
     m.add_argument("--any-gpu", action="store_true",
                    help=f"measure on a GPU that is not an {HARDWARE.upper()} (for testing "
                         "the recorder; never append such rows)")
@@ -1169,8 +1235,9 @@ def main(argv=None) -> int:
     m.set_defaults(fn=cmd_measure)
     a = sub.add_parser("append", help="append the recorded rows to the tasks' tables (CPU)")
     a.add_argument("--out", type=Path, required=True, help="the recording's folder")
-    a.add_argument("--live-to", type=Path, default=BOARD.parent / f"live_{HARDWARE}.json",
-                   help="where the board's live figures go")
+    a.add_argument("--live-to", type=Path, default=None,
+                   help="where the board's live figures go (default: live_<hardware>.json "
+                        "beside the board)")
     a.set_defaults(fn=cmd_append)
     e = sub.add_parser("evaluate", help="the estimates against the held-out walks' live "
                                         "figures (CPU; after `measure --heldout`)")
