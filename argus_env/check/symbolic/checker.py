@@ -40,6 +40,19 @@ DEFAULT_NUM_SMS = 132  # an H200
 QUERY_FLOOR_MS = 200
 #: models asked for one counterexample while the pack finds them unrealisable
 REALISE_TRIES = 4
+#: the limit of a query's first try, by z3's SMT core alone (`Checker.ask`); 0: none
+FAST_MS = 10
+
+
+def fast_solver() -> z3.Solver:
+    """z3's SMT core without the default solver's tactic preprocessing."""
+    return z3.Tactic("smt").solver()
+
+
+def _interrupted(reason: str) -> None:
+    """z3 answers Ctrl-C by cancelling the query: an interruption, not an answer."""
+    if "interrupted" in reason or "canceled" in reason:
+        raise KeyboardInterrupt(f"invariant check interrupted ({reason})")
 
 
 class Checker:
@@ -129,21 +142,18 @@ class Checker:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
         that asked), so that the report cannot be `proven`."""
-        s = z3.Solver()
-        s.set("timeout", self.query_timeout_ms())
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear or self.past_linear \
             else frozenset()
-        s.add(*constraints, *self._links(self._qnames))
+        facts = [*constraints, *self._links(self._qnames)]
         if self.pack is not None and self.pack.axioms is not None:
-            s.add(*self.pack.axioms(self, constraints))  # e.g. a host step's postconditions
+            facts += self.pack.axioms(self, constraints)  # e.g. a host step's postconditions
         t0 = time.perf_counter()
-        r = self.decide(s, what or _asker())
+        r, model = self.ask(facts, what or _asker())
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         if r != z3.sat:
             return None
-        model = s.model()
         if len(self._asked) >= 16:
             self._asked.pop(next(iter(self._asked)))
         self._asked[id(model)] = (model, constraints)
@@ -184,18 +194,40 @@ class Checker:
         hit = self._asked.get(id(model))
         return hit[1] if hit is not None and hit[0] is model else None
 
-    def decide(self, s: z3.Solver, what: str) -> z3.CheckSatResult:
-        """`s.check()`, counted; `unknown` becomes an undecided obligation named `what`.
-        z3 answers Ctrl-C by cancelling the query (`unknown`): that is re-raised as
-        `KeyboardInterrupt`, never taken for an answer."""
+    def ask(self, facts, what: str) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """Whether `facts` hold together, and a model of them when they do: counted as one
+        query; `unknown` becomes an undecided obligation named `what`.
+
+        The query goes first to z3's SMT core alone (`fast_solver`), for at most `FAST_MS`:
+        most of a check's queries are small linear ones it answers in well under a
+        millisecond, where the default solver's preprocessing costs more than the answer.
+        Its `sat` or `unsat` is the answer (the same z3 decides it); what it leaves
+        `unknown` (its short limit, a theory it cannot decide) is asked of the default
+        solver with the query's whole budget, and only that solver's `unknown` leaves the
+        obligation undecided. z3 answers Ctrl-C by cancelling the query (`unknown`): that
+        is re-raised as `KeyboardInterrupt`, never taken for an answer."""
+        budget = self.query_timeout_ms()
         self.report.queries += 1
+        if FAST_MS > 0:
+            fast = fast_solver()
+            fast.set("timeout", max(1, min(FAST_MS, budget)))
+            fast.add(*facts)
+            r = fast.check()
+            if r == z3.unknown:
+                _interrupted(fast.reason_unknown())
+            else:
+                return r, fast.model() if r == z3.sat else None
+            budget = self.query_timeout_ms()
+        s = z3.Solver()
+        s.set("timeout", budget)
+        s.add(*facts)
         r = s.check()
         if r == z3.unknown:
             reason = s.reason_unknown()
-            if "interrupted" in reason or "canceled" in reason:
-                raise KeyboardInterrupt(f"invariant check interrupted ({reason})")
+            _interrupted(reason)
             self.undecided(what, f"the solver answered unknown: {reason}")
-        return r
+            return r, None
+        return r, s.model() if r == z3.sat else None
 
     def undecided(self, what: str, reason: str) -> None:
         """Record an obligation neither proven nor refuted (once per obligation and line)."""
@@ -498,7 +530,7 @@ _OBLIGATIONS = {
 def _asker() -> str:
     """The obligation a solver query belongs to, named after the rule that made it."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_name in ("find", "solve", "decide"):
+    while frame is not None and frame.f_code.co_name in ("find", "solve", "ask"):
         frame = frame.f_back
     name = frame.f_code.co_name if frame is not None else "?"
     return _OBLIGATIONS.get(name, f"a solver query of rule `{name.strip('_')}`")
