@@ -45,8 +45,14 @@ FAST_MS = 10
 
 
 def fast_solver() -> z3.Solver:
-    """z3's SMT core without the default solver's tactic preprocessing."""
-    return z3.Tactic("smt").solver()
+    """z3's SMT core without the default solver's tactic preprocessing: one per check,
+    each query in a scope of its own (push, ask, pop), so the core is set up once. It
+    leaves Ctrl-C to Python (`ctrl_c` off): its `unknown` is never an interruption (the
+    SMT core names a timeout and a Ctrl-C alike, "canceled"), and a Ctrl-C during its
+    short query raises `KeyboardInterrupt` as the query returns."""
+    s = z3.SimpleSolver()
+    s.set("ctrl_c", False)
+    return s
 
 
 def _interrupted(reason: str) -> None:
@@ -120,6 +126,7 @@ class Checker:
         self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
+        self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
@@ -138,10 +145,12 @@ class Checker:
                                f"program checks faster", self._line())
         return max(1, min(self.timeout_ms, int(left_ms)))
 
-    def solve(self, constraints, what: str | None = None) -> z3.ModelRef | None:
+    def solve(self, constraints, what: str | None = None, realise: bool = False) \
+            -> z3.ModelRef | None:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
-        that asked), so that the report cannot be `proven`."""
+        that asked), so that the report cannot be `proven`. `realise`: the model goes to
+        the pack's `exclude` hook (`ask`)."""
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear or self.past_linear \
             else frozenset()
@@ -149,7 +158,7 @@ class Checker:
         if self.pack is not None and self.pack.axioms is not None:
             facts += self.pack.axioms(self, constraints)  # e.g. a host step's postconditions
         t0 = time.perf_counter()
-        r, model = self.ask(facts, what or _asker())
+        r, model = self.ask(facts, what or _asker(), realise)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         if r != z3.sat:
@@ -168,7 +177,8 @@ class Checker:
         of it is then undecided, not reported), None when there is none."""
         rule = self.pack.exclude if self.pack is not None else None
         constraints = list(constraints)
-        m = self.solve(constraints, what)
+        real = rule is not None
+        m = self.solve(constraints, what, real)
         for _ in range(REALISE_TRIES - 1 if rule is not None else 0):
             if m is None:
                 return None
@@ -178,11 +188,11 @@ class Checker:
             implied, narrowing = out
             if implied:  # true of every input: the query is the same, only sharper
                 constraints = constraints + list(implied)
-                m = self.solve(constraints, what)
+                m = self.solve(constraints, what, real)
                 continue
             if narrowing is None:
                 return m
-            again = self.solve(constraints + [narrowing], what)
+            again = self.solve(constraints + [narrowing], what, real)
             if again is None:
                 return m
             constraints, m = constraints + [narrowing], again
@@ -194,29 +204,42 @@ class Checker:
         hit = self._asked.get(id(model))
         return hit[1] if hit is not None and hit[0] is model else None
 
-    def ask(self, facts, what: str) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+    def ask(self, facts, what: str, realise: bool = False) \
+            -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """Whether `facts` hold together, and a model of them when they do: counted as one
         query; `unknown` becomes an undecided obligation named `what`.
 
-        The query goes first to z3's SMT core alone (`fast_solver`), for at most `FAST_MS`:
+        The query goes first to z3's SMT core alone (`fast_solver`, in a scope of its own),
+        for at most `FAST_MS`:
         most of a check's queries are small linear ones it answers in well under a
         millisecond, where the default solver's preprocessing costs more than the answer.
         Its `sat` or `unsat` is the answer (the same z3 decides it); what it leaves
         `unknown` (its short limit, a theory it cannot decide) is asked of the default
         solver with the query's whole budget, and only that solver's `unknown` leaves the
-        obligation undecided. z3 answers Ctrl-C by cancelling the query (`unknown`): that
-        is re-raised as `KeyboardInterrupt`, never taken for an answer."""
+        obligation undecided. With `realise` (a model the pack's `exclude` hook judges:
+        MoE's realiser searches for a routing from the facts a model fixes), the fast
+        try answers only `unsat`: a model comes from the default solver, whose models
+        the realiser's searches are made for. z3 answers Ctrl-C during the default
+        solver's query by cancelling it (`unknown`): that is re-raised as
+        `KeyboardInterrupt`, never taken for an answer."""
         budget = self.query_timeout_ms()
         self.report.queries += 1
         if FAST_MS > 0:
-            fast = fast_solver()
+            if self._fast is None:
+                self._fast = fast_solver()
+            fast = self._fast
             fast.set("timeout", max(1, min(FAST_MS, budget)))
-            fast.add(*facts)
-            r = fast.check()
+            fast.push()
+            try:
+                fast.add(*facts)
+                r = fast.check()
+                model = fast.model() if r == z3.sat else None
+            finally:
+                fast.pop()
+            if r == z3.unsat or (r == z3.sat and not realise):
+                return r, model
             if r == z3.unknown:
-                _interrupted(fast.reason_unknown())
-            else:
-                return r, fast.model() if r == z3.sat else None
+                self._fast = None  # a cancelled search: the next query starts a fresh solver
             budget = self.query_timeout_ms()
         s = z3.Solver()
         s.set("timeout", budget)
