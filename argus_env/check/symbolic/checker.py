@@ -216,10 +216,10 @@ class Checker:
         Its `sat` or `unsat` is the answer (the same z3 decides it); what it leaves
         `unknown` (its short limit, a theory it cannot decide) is asked of the default
         solver with the query's whole budget, and only that solver's `unknown` leaves the
-        obligation undecided. With `realise` (a model the pack's `exclude` hook judges:
-        MoE's realiser searches for a routing from the facts a model fixes), the fast
+        obligation undecided. With `realise` (a model the pack's `exclude` hook judges: a
+        pack may search for the inputs that realise the facts a model fixes), the fast
         try answers only `unsat`: a model comes from the default solver, whose models
-        the realiser's searches are made for. z3 answers Ctrl-C during the default
+        those searches are made for. z3 answers Ctrl-C during the default
         solver's query by cancelling it (`unknown`): that is re-raised as
         `KeyboardInterrupt`, never taken for an answer."""
         budget = self.query_timeout_ms()
