@@ -158,6 +158,10 @@ class Checker:
         if self.pack is not None and self.pack.axioms is not None:
             facts += self.pack.axioms(self, constraints)  # e.g. a host step's postconditions
         t0 = time.perf_counter()
+        # with a pack that realises counterexamples, every model comes from the default
+        # solver (`ask`): the models of other queries choose the terms later queries
+        # are made of, and so which models the realiser is given
+        realise = realise or (self.pack is not None and self.pack.exclude is not None)
         r, model = self.ask(facts, what or _asker(), realise)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
