@@ -3,6 +3,7 @@
     python benchmarks/compile_sweep.py --task rmsnorm --target h200 --jobs 16
     python benchmarks/compile_sweep.py --task all --jobs 16            # every task
     python benchmarks/compile_sweep.py --task gemm --limit 200         # the first 200 only
+    python benchmarks/compile_sweep.py --task all --baselines          # each baseline
 
 The programs: for each task, the space's configurations (`TaskSpace.configurations`)
 legal at each suite shape (`legal_configurations`), bound to the shape's problem
@@ -11,7 +12,9 @@ whose bound constants agree share their programs. Each program is compiled ahead
 for the target's compute capability by `--jobs` non-interpreting worker processes (op
 "compile"); one row per program goes to `tasks/<task>/compile_sm<arch>.csv` (or under
 `--out`), with the compiler's figures and provenance (Triton version, commit, date,
-machine). A run resumes: programs already in the table are not compiled again; a run over every
+machine). `--baselines`: only the space's baseline configuration at each group of
+shapes, the program every episode starts from (a reset at a new shape then finds its
+verdict in the table instead of compiling). A run resumes: programs already in the table are not compiled again; a run over every
 program that leaves none missing marks the table complete (its first line).
 
 The summary (stdout, and `--summary FILE` as JSON) counts the programs, failures and
@@ -56,13 +59,17 @@ def shape_groups(task) -> dict[str, list[dict]]:
 
 
 def units(task, target, limit: int | None = None, sample: int | None = None,
-          seed: int = 0) -> list[tuple[str, str, str, Program]]:
+          seed: int = 0, baselines: bool = False) -> list[tuple[str, str, str, Program]]:
     """(compile key, configuration text, binding, bound program) for every masked-legal
     configuration of the task at its suite shapes, one per key, in catalog order (or a
-    seeded sample of `sample` configurations)."""
+    seeded sample of `sample` configurations; or, with `baselines`, the baseline
+    configuration at each group of shapes)."""
     space = task.space
-    configs = list(space.configurations())
     groups = shape_groups(task)
+    if baselines:
+        c = space.baseline()
+        return _keyed(task, target, [(c, shapes[0]) for shapes in groups.values()])
+    configs = list(space.configurations())
     legal_by_group = []
     for key, shapes in groups.items():
         legal: dict = {}
@@ -75,6 +82,12 @@ def units(task, target, limit: int | None = None, sample: int | None = None,
         pairs = random.Random(seed).sample(pairs, sample)
     if limit is not None:
         pairs = pairs[:limit]
+    return _keyed(task, target, pairs)
+
+
+def _keyed(task, target, pairs) -> list[tuple[str, str, str, Program]]:
+    """The units of (configuration, sizes) pairs, one per compile key."""
+    space = task.space
     out, seen = [], set()
     for c, sizes in pairs:
         base = space.program(c)
@@ -122,10 +135,10 @@ def estimate_shared(task, config_text: str, program: Program, c) -> int | None:
 
 
 def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
-          timeout: float = 300.0) -> dict:
+          timeout: float = 300.0, baselines: bool = False) -> dict:
     from argus_env.measure.worker import Worker
     t_enum = time.perf_counter()
-    todo = units(task, target, limit, sample, seed)
+    todo = units(task, target, limit, sample, seed, baselines)
     enum_s = time.perf_counter() - t_enum
     done = read_table(out)
     pending = [u for u in todo if u[0] not in done]
@@ -184,7 +197,7 @@ def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
             t.join()
     wall = time.perf_counter() - t0
     summary = summarise(task, target, out, todo, seconds, wall, jobs, enum_s)
-    whole = limit is None and sample is None
+    whole = limit is None and sample is None and not baselines
     if whole and summary["all_in_table"] and not table_complete(out):
         text = out.read_text()
         out.write_text(f"{COMPLETE_MARK} every masked-legal configuration at every suite "
@@ -254,6 +267,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="the first N programs only")
     ap.add_argument("--sample", type=int, default=None, help="a seeded sample of N programs")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--baselines", action="store_true",
+                    help="only the baseline configuration at each group of shapes")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
     ap.add_argument("--summary", type=Path, default=None, help="write the summary JSON here")
     args = ap.parse_args(argv)
@@ -267,7 +282,7 @@ def main(argv=None) -> int:
         out = (args.out / name / table_path(task, target).name) if args.out \
             else table_path(task, target)
         s = sweep(task, target, args.jobs, out, args.limit, args.sample, args.seed,
-                  args.timeout)
+                  args.timeout, args.baselines)
         print(json.dumps(s, indent=1), flush=True)
         summaries.append(s)
     if args.summary:

@@ -129,6 +129,13 @@ class Evaluator:
         # compile verdicts for the target before any pricing (`measure.legality`)
         from ..measure.legality import make_legality
         self.legality = make_legality(task, self.target, legality)
+        # whether a new program's compile starts beside its invariant check (True), once
+        # the check has proven it (False, the default: no compile for a program that
+        # violates), or beside the check when a core is idle ("auto"); never queued behind
+        # a compile still running (one started beside the check of a program that
+        # violated). On 2 loaded cores starting early gained nothing for proven programs
+        # and slowed the checks of violating ones (the compile takes a core from them)
+        self.compile_early = False
         if self.legality is not None:
             self.legality.prestart()
         if correctness == "interpreter":
@@ -237,6 +244,11 @@ class Evaluator:
     def _evaluate(self, an: Analysis, deadline: float | None = None) -> Evaluation:
         program, sizes = an.program, an.sizes
         ts = time.perf_counter()
+        # the compile verdict, started before the check so that the compile (the longest
+        # stage of a new program) overlaps the check and the numerical checks; read only
+        # for a program the checker proves (`measure.legality` remembers it either way)
+        pending = self.legality.begin(program, idle_only=True) \
+            if self.legality is not None and self._compile_early() else None
         spec = self._speculate(an, deadline) \
             if self.correctness == "interpreter" and self._overlap() else None
         t0 = time.perf_counter()
@@ -262,8 +274,8 @@ class Evaluator:
             ev.message = f"no performance features: {type(e).__name__}: {e}"
         if not report.ok:
             return ev
-        # the compile verdict, overlapping the numerical checks (`measure.legality`)
-        pending = self.legality.begin(program) if self.legality is not None else None
+        if pending is None and self.legality is not None:  # the compile verdict, overlapping
+            pending = self.legality.begin(program)         # the numerical checks
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
             answer = self._correct(an, deadline, spec)
@@ -353,6 +365,14 @@ class Evaluator:
         shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes)
         return shapes, ("numerics", an.numerics_key,
                         tuple(tuple(sorted(s.items())) for s in shapes))
+
+    def _compile_early(self) -> bool:
+        """Whether this step's compile starts beside its check (`compile_early`)."""
+        early = getattr(self, "compile_early", False)
+        if early != "auto":
+            return bool(early)
+        cores = os.cpu_count() or 1
+        return cores > 1 and os.getloadavg()[0] <= cores - 1
 
     def _overlap(self) -> bool:
         """Whether this step's numerics start beside its check (`speculate`)."""

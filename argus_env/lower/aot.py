@@ -18,11 +18,14 @@ flags, set for tensors that span 2**31 elements or more); by default none are.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 from ..dsl.program import Program
@@ -44,6 +47,7 @@ class AotResult:
     error: str = ""
     registers: int = 0          # registers per thread (ptxas, from the cubin)
     stack_bytes: int = 0        # per-thread stack frame (spilled registers, local arrays)
+    remembered: int = 0         # kernels whose figures this process had (`_KERNELS`)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +123,54 @@ def _compile_here(program: Program, target: Target, wide=(), scratch: bool = Fal
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_WARM_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def argus_warm_up(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n, other=0.0) * 2.0, mask=i < n)
+"""
+
+
+def warm_up(arch: int = 90) -> float:
+    """Compile a small kernel once for `arch`, in Triton's whole pipeline (PTX and ptxas
+    included), so that the process's first real compile does not pay the compiler's own
+    start (about a second on the CPU: loading the backend, initialising LLVM); its figures
+    are not kept. Returns the seconds it took (0 when it could not run: the first real
+    compile then starts the compiler as before)."""
+    import importlib.util
+    import shutil
+    import tempfile
+    t0 = time.perf_counter()
+    folder = tempfile.mkdtemp(prefix="argus-warm-")
+    before = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = folder  # a private cache: a hit would warm nothing
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        path = os.path.join(folder, "argus_warm_up.py")
+        with open(path, "w") as f:
+            f.write(_WARM_KERNEL)
+        spec = importlib.util.spec_from_file_location("argus_warm_up", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        triton.compile(ASTSource(module.argus_warm_up, {"x_ptr": "*fp32", "n": "i32"},
+                                 {"BLOCK": 128}),
+                       target=GPUTarget("cuda", arch, 32), options={"num_warps": 1})
+        return time.perf_counter() - t0
+    except Exception:  # noqa: BLE001 - warming is an optimisation, never a verdict
+        return 0.0
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def compile_answer(program: Program, target: str = DEFAULT_HARDWARE) -> dict:
     """The compile worker's answer (`measure.worker`, op "compile"): `compile_for`'s
     figures as a dict, with `status` "ok" or "compile"."""
@@ -126,8 +178,66 @@ def compile_answer(program: Program, target: str = DEFAULT_HARDWARE) -> dict:
     return {"status": "ok" if result.ok else "compile", **result.to_dict()}
 
 
-def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
+#: per-kernel figures of the kernels this process compiled, by what the compiler's
+#: pipeline receives (`_kernel_key`): a program whose launches repeat kernels of programs
+#: compiled before (an MoE program changing one GEMM's tiles keeps its gather, SwiGLU and
+#: combine kernels) compiles only its new kernels. Successes only: a failure is compiled
+#: again.
+_KERNELS: "OrderedDict[str, dict]" = OrderedDict()
+KERNEL_MEMORY = 4096
+_LOC_FILE = re.compile(r'loc\("[^"\n]*":(\d+):(\d+)\)')
+
+
+def _kernel_key(src, gpu_target, options: dict) -> str | None:
+    """The digest of what Triton's pipeline after the front end compiles: the kernel's
+    TTIR as the front end makes it (constants folded in, so a constant the kernel does
+    not use is not in it), with the generated module's file name taken out of its source
+    locations (they name a per-program file; line and column stay), the parsed options,
+    the backend (its target and ptxas), Triton's own version key and the environment
+    variables that change Triton's output. None where it cannot be worked out (the
+    kernel is then compiled, and a front-end error is the compiler's verdict there)."""
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars, ir
+        from triton.compiler.compiler import make_backend
+        from triton.runtime.cache import triton_key
+        backend = make_backend(gpu_target)
+        parsed = backend.parse_options(dict(options, **src.parse_options()))
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(gpu_target, parsed, backend.get_codegen_implementation(parsed),
+                             backend.get_module_map(), context)
+        text = _LOC_FILE.sub(r'loc("kernel.py":\1:\2)', str(module))
+        env = str(sorted(get_cache_invalidating_env_vars().items()))
+        key = f"{triton_key()}|{backend.hash()}|{parsed.hash()}|{env}|{text}"
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    except Exception:  # noqa: BLE001 - no memo: the compiler answers
+        return None
+
+
+def _kernel_figures(src, gpu_target, options: dict) -> dict:
+    """One kernel's figures: remembered by `_kernel_key`, else compiled (raises what
+    `triton.compile` raises)."""
     import triton
+    key = _kernel_key(src, gpu_target, options)
+    if key is not None and key in _KERNELS:
+        _KERNELS.move_to_end(key)
+        return {**_KERNELS[key], "remembered": True}
+    k = triton.compile(src, target=gpu_target, options=options)
+    ptx = k.asm["ptx"]
+    regs, frame = cubin_resources(k.asm["cubin"])
+    figures = {"shared": int(k.metadata.shared), "num_warps": int(k.metadata.num_warps),
+               "registers": regs, "stack_bytes": frame,
+               "wgmma": ptx.count("wgmma.mma_async"),
+               "tma_loads": ptx.count("cp.async.bulk.tensor")}
+    if key is not None:
+        _KERNELS[key] = figures
+        while len(_KERNELS) > KERNEL_MEMORY:
+            _KERNELS.popitem(last=False)
+    return figures
+
+
+def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -149,20 +259,19 @@ def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
     for i in range(len(launches(program.kernel))):  # one kernel per launch
         name = f"{program.name}_kernel" + (f"_{i}" if i else "")
         try:
-            k = triton.compile(ASTSource(getattr(module, name), sig, consts),
-                               target=GPUTarget("cuda", target.arch, 32), options=options)
+            k = _kernel_figures(ASTSource(getattr(module, name), sig, consts),
+                                GPUTarget("cuda", target.arch, 32), options)
         except Exception as e:  # the compiler's verdict, reported rather than raised
             return AotResult(False, time.perf_counter() - t0,
                              error=f"{name}: {type(e).__name__}: {e}"[:2000])
-        ptx = k.asm["ptx"]
         result.kernels += 1
-        result.shared_bytes = max(result.shared_bytes, int(k.metadata.shared))
-        result.num_warps = max(result.num_warps, int(k.metadata.num_warps))
-        regs, frame = cubin_resources(k.asm["cubin"])
-        result.registers = max(result.registers, regs)
-        result.stack_bytes = max(result.stack_bytes, frame)
-        result.wgmma += ptx.count("wgmma.mma_async")
-        result.tma_loads += ptx.count("cp.async.bulk.tensor")
+        result.remembered += bool(k.get("remembered"))
+        result.shared_bytes = max(result.shared_bytes, k["shared"])
+        result.num_warps = max(result.num_warps, k["num_warps"])
+        result.registers = max(result.registers, k["registers"])
+        result.stack_bytes = max(result.stack_bytes, k["stack_bytes"])
+        result.wgmma += k["wgmma"]
+        result.tma_loads += k["tma_loads"]
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -80,8 +80,8 @@ def _key(text: str) -> str:
 
 
 def source(program: Program) -> str:
-    """The generated Triton source of `program` (generated on each call: a caller that
-    needs it again keeps it, as the environment's analysis of a step does)."""
+    """The generated Triton source of `program` (generated once per program object,
+    `module._generate`)."""
     return generate(program)
 
 

@@ -88,6 +88,17 @@ def wide_flags(program: Program) -> dict[str, str]:
 
 
 def _generate(program: Program) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(source, kernel signature, wide flags) of `program`, worked out once per program
+    object and kept on it: the compile worker, sent the program, reads them from its copy
+    instead of lowering it three times over (module, signature, flags)."""
+    done = program.__dict__.get("_lowered")
+    if done is None or done[0] != LOWERING_VERSION:
+        done = (LOWERING_VERSION, _lower(program))
+        program.__dict__["_lowered"] = done
+    return done[1]
+
+
+def _lower(program: Program) -> tuple[str, dict[str, str], dict[str, str]]:
     info = program.info
     k = program.kernel
     from ..dsl.semantic import launches

@@ -200,12 +200,14 @@ _USERS = 0
 _WORKER_LOCK = threading.Lock()
 
 
-def _acquire_worker():
+def _acquire_worker(arch: int = 90):
+    """The process's compile worker (started, it first warms its compiler for `arch`),
+    counting the caller as a user."""
     global _WORKER, _USERS
     with _WORKER_LOCK:
         if _WORKER is None or _WORKER_PID != os.getpid():
             from .worker import Worker
-            _set_worker(Worker(interpret=False, timeout=COMPILE_TIMEOUT))
+            _set_worker(Worker(interpret=False, timeout=COMPILE_TIMEOUT, warm=arch))
         _USERS += 1
         return _WORKER
 
@@ -251,11 +253,12 @@ class Legality:
         self._memory = LRU(memory)
         self._worker = None
         self._lock = threading.RLock()
+        self._running = 0  # compiles started by `begin` not yet answered
         self.counts = {"memory": 0, "table": 0, "cache": 0, "compiler": 0}
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_worker"], state["_lock"] = None, None
+        state["_worker"], state["_lock"], state["_running"] = None, None, 0
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -266,23 +269,39 @@ class Legality:
         """Start the compile worker now (its imports overlap the caller's work)."""
         with self._lock:
             if self._worker is None:
-                self._worker = _acquire_worker()
+                self._worker = _acquire_worker(self.target.arch)
         self._worker.prestart()
 
-    def begin(self, program: Program):
+    def busy(self) -> bool:
+        """Whether a compile started by `begin` is still running."""
+        return self._running > 0
+
+    def begin(self, program: Program, idle_only: bool = False):
         """The verdict on `program`, as a function to call for it: looked up now, or
         compiled in a thread started now (so that the compile overlaps the numerical
-        checks); the function returns the verdict, waiting for the compile if need be."""
+        checks); the function returns the verdict, waiting for the compile if need be.
+        `idle_only`: None instead of starting a compile while another one runs (a
+        compile started ahead of need is never queued behind one)."""
         found = self.lookup(program)
         if found is not None:
             return lambda: found
+        with self._lock:
+            if idle_only and self._running:
+                return None
+            self._running += 1
         box: list = []
+        # pickled here, in the caller's thread: the thread below then shares no object
+        # with the caller's own work (`Worker.prepare` says why that matters)
+        request = self._request(program)
 
         def run() -> None:
             try:
-                box.append(self.verdict(program))
+                box.append(self.verdict(program, request))
             except BaseException as e:  # noqa: BLE001 - raised again by the caller
                 box.append(e)
+            finally:
+                with self._lock:
+                    self._running -= 1
         thread = threading.Thread(target=run, daemon=True, name="argus-legality")
         thread.start()
 
@@ -322,10 +341,17 @@ class Legality:
             self._memory.put(key, v)
         return v
 
-    def verdict(self, program: Program) -> Verdict:
-        """The verdict on `program` (bound to its shape): looked up, else compiled now.
-        Never raises for what the program is; raises `LegalityUnavailable` when the
-        compiler process cannot run at all."""
+    def _request(self, program: Program) -> bytes:
+        """The compile worker's request for `program`, pickled (`Worker.prepare`)."""
+        from .worker import Worker
+        return Worker.prepare(program, self.task.name, {}, op="compile",
+                              options={"target": self.target.name})
+
+    def verdict(self, program: Program, request: bytes | None = None) -> Verdict:
+        """The verdict on `program` (bound to its shape): looked up, else compiled now
+        (`request`: its compile request made by `_request`, else made here). Never raises
+        for what the program is; raises `LegalityUnavailable` when the compiler process
+        cannot run at all."""
         found = self.lookup(program)
         if found is not None:
             return found
@@ -333,12 +359,12 @@ class Legality:
         key = compile_key(program, self.target)
         with self._lock:
             if self._worker is None:
-                self._worker = _acquire_worker()
+                self._worker = _acquire_worker(self.target.arch)
+        if request is None:
+            request = self._request(program)
         answer = {}
         for _ in range(2):  # a worker killed from outside is not a verdict: once more
-            answer = self._worker.run(program, self.task.name, {}, op="compile",
-                                      timeout=self.timeout,
-                                      options={"target": self.target.name})
+            answer = self._worker.run_prepared(request, timeout=self.timeout)
             if not answer.get("transient"):
                 break
         status = answer.get("status")

@@ -48,9 +48,11 @@ _LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
 RECYCLE_AFTER = 1000
 
 
-def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
+def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER, warm: int = 0) -> None:
     """The worker's loop: one request, one answer, until the pipe closes or it has loaded
-    `recycle_after` programs (0: never), when its last answer says `recycle`."""
+    `recycle_after` programs (0: never), when its last answer says `recycle`. `warm`: a
+    compute capability to compile a small kernel for before saying ready (a compile
+    worker: its first program then does not pay the compiler's start), 0 for none."""
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"  # before triton is imported
     from .. import lower
     from ..dsl.program import Program
@@ -61,7 +63,13 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER) -> None:
         import triton  # noqa: F401
     except ImportError:
         pass  # requests will say what is missing
-    conn.send({"status": "ready"})
+    if warm and not interpret:
+        from ..lower.aot import warm_up
+        warm_up(warm)
+    try:
+        conn.send({"status": "ready"})
+    except OSError:  # the parent left while this worker started: nothing to serve
+        return
     provenance = None
     while True:
         try:
@@ -122,8 +130,10 @@ class Worker:
     """A lazily started worker process; `run` is thread-safe."""
 
     def __init__(self, interpret: bool = True, timeout: float = 60.0,
-                 startup_timeout: float = 120.0, recycle_after: int = RECYCLE_AFTER):
+                 startup_timeout: float = 120.0, recycle_after: int = RECYCLE_AFTER,
+                 warm: int = 0):
         self.interpret = interpret
+        self.warm = int(warm)  # compute capability a compile worker warms its compiler for
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.recycle_after = recycle_after  # programs per worker process (0: unbounded)
@@ -146,7 +156,7 @@ class Worker:
         # beside the one the package's imports load (and warn about it on stderr)
         cmd = [sys.executable, "-c", _ENTRY, "--fd", str(child.fileno()),
                "--interpret", "1" if self.interpret else "0",
-               "--recycle", str(int(self.recycle_after))]
+               "--recycle", str(int(self.recycle_after)), "--warm", str(self.warm)]
         try:
             self._proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                           env=_environment(self.interpret))
@@ -396,9 +406,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--interpret", type=int, default=1)
     ap.add_argument("--recycle", type=int, default=RECYCLE_AFTER)
+    ap.add_argument("--warm", type=int, default=0)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _serve(Connection(args.fd), bool(args.interpret), args.recycle)
+    _serve(Connection(args.fd), bool(args.interpret), args.recycle, args.warm)
 
 
 if __name__ == "__main__":

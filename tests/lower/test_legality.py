@@ -187,7 +187,13 @@ def test_every_masked_legal_configuration_compiles_for_sm90():
         configs = {repr(c): c for c in task.space.configurations()}
         groups = _groups(task)
         allowed_bad, checked = [], 0
+        baseline = repr(task.space.baseline())
         for r in rows.values():
+            if r["config"] not in configs and r["config"] == baseline:
+                # the program every episode starts from (`compile_sweep.py --baselines`),
+                # outside the catalog's grid where its fields are unset: it must compile
+                assert verdict_of(r, H200, "table").ok, (task.name, r["binding"], r["error"])
+                continue
             c = configs[r["config"]]
             for sizes in groups[r["binding"]]:
                 ctx = {"sizes": sizes, "target": H200}
@@ -238,7 +244,9 @@ def test_the_committed_tables_agree_with_the_compiler(tmp_path):
         leg = Legality(task, H200, table=False, cache=False)
         try:
             for r in rng.sample(sorted(rows.values(), key=lambda r: r["key"]), 2):
-                base = task.space.program(configs[r["config"]])
+                config = task.space.baseline() if r["config"] == repr(task.space.baseline()) \
+                    else configs[r["config"]]
+                base = task.space.program(config)
                 program = task.bind(base, groups[r["binding"]][0])
                 assert compile_key(program, H200) == r["key"]
                 v = leg.verdict(program)
@@ -303,3 +311,67 @@ print(cubin_resources(k.asm["cubin"]), (regs, stack))
     mine, tool = out.stdout.strip().splitlines()[-1].split(") (")
     assert mine + ")" == "(" + tool, out.stdout + out.stderr
     assert not mine.startswith("(0,")
+
+
+# ---------------------------------------------------------------- what the key holds
+def test_the_compile_key_holds_bound_constants_not_runtime_sizes():
+    """Sizes are runtime arguments (Triton compiles the kernel unspecialised: no
+    divisibility or ==1 attributes), so shapes whose bound constants agree share one
+    compile; a shape that changes a bound constant (attention's head dim, causal flag)
+    compiles again."""
+    attention = get_task("attention")
+    base = attention.space.program(attention.space.baseline())
+    by_case = {c.name: c.sizes for c in attention.shapes}
+    a, b = by_case["b8-h16-s2048-d128"], by_case["b4-h32-s4096-d128"]
+    assert a != b and binding(attention.bind(base, a), base) == \
+        binding(attention.bind(base, b), base)
+    assert compile_key(attention.bind(base, a), H200) == compile_key(attention.bind(base, b), H200)
+    d64 = by_case["b4-h32-s4096-d64"]
+    assert compile_key(attention.bind(base, d64), H200) != compile_key(attention.bind(base, a), H200)
+    causal = by_case["b4-h32-s4096-d128-causal"]
+    assert compile_key(attention.bind(base, causal), H200) != \
+        compile_key(attention.bind(base, a), H200)
+    gemm = GEMM.space.program(GEMM.space.baseline())
+    keys = {compile_key(GEMM.bind(gemm, c.sizes), H200) for c in GEMM.shapes}
+    assert len(keys) == 1  # GEMM binds no constant: one compile serves every shape
+
+
+def test_another_triton_version_misses_the_tables_and_the_cache(tmp_path, monkeypatch):
+    """Rows written under another Triton are never read as verdicts: the version is part
+    of the compile key (tables, disk cache, memory) and of the masks' rows."""
+    import argus_env.measure.legality as L
+    base = GEMM.space.program(GEMM.space.baseline())
+    leg = _legality(tmp_path, [_row(base)])
+    leg._store(compile_key(base, H200), {"ok": True, "shared_bytes": 8192})
+    monkeypatch.setattr(L, "triton_version", lambda: "0.0.0-other")
+    assert leg.lookup(base) is None
+    assert Legality(GEMM, H200, table=leg.table_file, cache=leg.cache).lookup(base) is None
+
+
+@pytest.mark.slow
+def test_repeated_kernels_are_remembered_with_the_compilers_figures():
+    """A compile worker (warmed for sm_90) remembers the figures of each kernel it
+    compiled by what the compiler's pipeline receives: an MoE program that changes one
+    GEMM's tile keeps kernels the worker compiled before, and its figures are those of a
+    fresh compile in a new worker."""
+    from argus_env.measure.worker import Worker
+    moe = get_task("moe")
+    sizes = moe.shapes[0].sizes
+    base = moe.space.baseline()
+    first = moe.bind(moe.space.program(base), sizes)
+    second = moe.bind(moe.space.program(dataclasses.replace(base, block_n=128)), sizes)
+    figures = ("ok", "shared_bytes", "num_warps", "registers", "stack_bytes", "wgmma",
+               "tma_loads", "kernels", "error")
+    warm, fresh = Worker(interpret=False, timeout=300, warm=90), \
+        Worker(interpret=False, timeout=300)
+    try:
+        opts = {"target": "h200"}
+        warm.run(first, "moe", {}, op="compile", options=opts)
+        again = warm.run(second, "moe", {}, op="compile", options=opts)
+        alone = fresh.run(second, "moe", {}, op="compile", options=opts)
+    finally:
+        warm.stop()
+        fresh.stop()
+    assert alone["ok"] and alone["kernels"] == 6 and alone["remembered"] == 0
+    assert 0 < again["remembered"] < 6  # the tile's GEMMs compiled, the rest remembered
+    assert {k: again[k] for k in figures} == {k: alone[k] for k in figures}
