@@ -49,18 +49,20 @@ from argus_env.task import KNOWN_TASKS, get_task  # noqa: E402
 
 
 def shape_groups(task) -> dict[str, list[dict]]:
-    """The suite's shapes grouped by the constants binding sets (the baseline program's):
-    shapes of one group compile the same programs."""
+    """The suite's shapes grouped by the constants binding sets (the baseline program's)
+    and how their sizes specialise a launch: shapes of one group compile the same
+    programs."""
     base = task.space.program(task.space.baseline())
     groups: dict[str, list[dict]] = {}
     for case in task.shapes:
-        groups.setdefault(binding(task.bind(base, case.sizes), base), []).append(dict(case.sizes))
+        groups.setdefault(binding(task.bind(base, case.sizes), base, case.sizes),
+                          []).append(dict(case.sizes))
     return groups
 
 
 def units(task, target, limit: int | None = None, sample: int | None = None,
-          seed: int = 0, baselines: bool = False) -> list[tuple[str, str, str, Program]]:
-    """(compile key, configuration text, binding, bound program) for every masked-legal
+          seed: int = 0, baselines: bool = False) -> list[tuple[str, str, str, Program, dict]]:
+    """(compile key, configuration text, binding, bound program, launch sizes) for every masked-legal
     configuration of the task at its suite shapes, one per key, in catalog order (or a
     seeded sample of `sample` configurations; or, with `baselines`, the baseline
     configuration at each group of shapes)."""
@@ -85,17 +87,18 @@ def units(task, target, limit: int | None = None, sample: int | None = None,
     return _keyed(task, target, pairs)
 
 
-def _keyed(task, target, pairs) -> list[tuple[str, str, str, Program]]:
+def _keyed(task, target, pairs) -> list[tuple[str, str, str, Program, dict]]:
     """The units of (configuration, sizes) pairs, one per compile key."""
     space = task.space
     out, seen = [], set()
     for c, sizes in pairs:
         base = space.program(c)
         program = task.bind(base, sizes)
-        key = compile_key(program, target)
+        launch = dict(task.program_sizes(program, sizes))
+        key = compile_key(program, target, launch)
         if key not in seen:
             seen.add(key)
-            out.append((key, repr(c), binding(program, base), program))
+            out.append((key, repr(c), binding(program, base, sizes), program, launch))
     return out
 
 
@@ -164,11 +167,11 @@ def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
             try:
                 while True:
                     try:
-                        key, ctext, bind, program = work.get_nowait()
+                        key, ctext, bind, program, launch = work.get_nowait()
                     except queue.Empty:
                         return
                     a = w.run(program, task.name, {}, op="compile", timeout=timeout,
-                              options={"target": target.name})
+                              options={"target": target.name, "sizes": launch})
                     if a.get("transient"):
                         continue  # not a verdict: left for the next run
                     if a.get("status") == "timeout":
@@ -213,7 +216,7 @@ def summarise(task, target, out: Path, todo, seconds, wall, jobs, enum_s) -> dic
     over = [r for k, r in rows.items() if k in keys and r["ok"] == "True"
             and fit_reason(r, target)]
     mismatch, compared = [], 0
-    for key, ctext, bind, program in todo:
+    for key, ctext, bind, program, _ in todo:
         r = rows.get(key)
         if r is None or r["ok"] != "True":
             continue

@@ -1097,7 +1097,7 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
                 legal[task.name] = None
                 log(f"legality unavailable for {task.name}: {e}")
         if legal[task.name] is not None:
-            v = legal[task.name].verdict(program)
+            v = legal[task.name].verdict(program, sizes=dict(task.program_sizes(program, it.sizes)))
             verdict = "ok" if v.ok else "refused"
         rows.append({"task": it.task, "shape": it.shape, "program_hash": it.program_hash,
                      "held_at_plan": it.held, "backend": m.backend, "priced_ok": bool(m.ok),

@@ -247,7 +247,8 @@ class Evaluator:
         # the compile verdict, started before the check so that the compile (the longest
         # stage of a new program) overlaps the check and the numerical checks; read only
         # for a program the checker proves (`measure.legality` remembers it either way)
-        pending = self.legality.begin(program, idle_only=True) \
+        # (specialised as the launch at these sizes is: `lower.aot.specialization`)
+        pending = self.legality.begin(program, idle_only=True, sizes=an.program_sizes) \
             if self.legality is not None and self._compile_early() else None
         spec = self._speculate(an, deadline) \
             if self.correctness == "interpreter" and self._overlap() else None
@@ -275,7 +276,7 @@ class Evaluator:
         if not report.ok:
             return ev
         if pending is None and self.legality is not None:  # the compile verdict, overlapping
-            pending = self.legality.begin(program)         # the numerical checks
+            pending = self.legality.begin(program, sizes=an.program_sizes)  # the numerics
         t1 = time.perf_counter()
         if self.correctness == "interpreter":
             answer = self._correct(an, deadline, spec)

@@ -99,22 +99,22 @@ def cubin_resources(cubin: bytes) -> tuple[int, int]:
     return regs, frame
 
 
-def _compile_here(program: Program, target: Target, wide=(), scratch: bool = False
-                  ) -> AotResult:
+def _compile_here(program: Program, target: Target, wide=(), scratch: bool = False,
+                  sizes: dict | None = None) -> AotResult:
     """Compile in this process (which must not interpret kernels). `scratch`: Triton's
     on-disk cache goes to a private temporary folder, removed afterwards (a compile
     service meets many programs once each; Triton's cache would keep every one)."""
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("ahead-of-time compilation needs TRITON_INTERPRET unset or 0")
     if not scratch:
-        return _compile_kernels(program, target, wide)
+        return _compile_kernels(program, target, wide, sizes)
     import shutil
     import tempfile
     folder = tempfile.mkdtemp(prefix="argus-aot-")
     before = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = folder
     try:
-        return _compile_kernels(program, target, wide)
+        return _compile_kernels(program, target, wide, sizes)
     finally:
         if before is None:
             os.environ.pop("TRITON_CACHE_DIR", None)
@@ -171,10 +171,12 @@ def warm_up(arch: int = 90) -> float:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def compile_answer(program: Program, target: str = DEFAULT_HARDWARE) -> dict:
+def compile_answer(program: Program, target: str = DEFAULT_HARDWARE,
+                   sizes: dict | None = None) -> dict:
     """The compile worker's answer (`measure.worker`, op "compile"): `compile_for`'s
-    figures as a dict, with `status` "ok" or "compile"."""
-    result = _compile_here(program, load_target(target), scratch=True)
+    figures as a dict, with `status` "ok" or "compile"; `sizes`: the launch's sizes, whose
+    specialisation the compile takes (`specialization`)."""
+    result = _compile_here(program, load_target(target), scratch=True, sizes=sizes)
     return {"status": "ok" if result.ok else "compile", **result.to_dict()}
 
 
@@ -237,7 +239,61 @@ def _kernel_figures(src, gpu_target, options: dict) -> dict:
     return figures
 
 
-def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
+def int_args(program: Program, sizes: dict) -> dict[str, int]:
+    """The integer arguments a launch of `program` at `sizes` passes (the kernel
+    signature's sizes and the strides of its pointer tensors, as the launcher reads
+    them from contiguous tensors: row-major, or a transposed one for `col_major`); an
+    argument whose value cannot be known from the sizes is left out."""
+    from .module import kernel_signature, stride_args
+    k = program.kernel
+    values = {**{n: v for n, v in k.consts.items() if isinstance(v, int)},
+              **{n: int(v) for n, v in sizes.items()}}
+    sig = kernel_signature(program)
+    out = {n: values[n] for n in k.sizes if n in values and sig.get(n) == "i32"}
+    for p in k.tensors:
+        dims = [values.get(d) for d in p.dims]
+        if any(d is None for d in dims):
+            continue
+        if p.order == "col_major":     # a transposed contiguous tensor
+            strides = [1, dims[0]]
+        else:
+            strides = [1] * len(dims)
+            for d in range(len(dims) - 2, -1, -1):
+                strides[d] = strides[d + 1] * dims[d + 1]
+        for d, st in enumerate(strides):
+            arg = stride_args(program).get((p.name, d))
+            if arg is not None and sig.get(arg) == "i32":
+                out[arg] = st
+    return out
+
+
+def specialization(program: Program, sizes: dict | None) -> dict[str, str]:
+    """How Triton specialises a launch of `program` at `sizes`: integer arguments equal
+    to 1 become the constant 1 ("1"), those divisible by 16 carry that divisibility
+    ("D"), and every pointer is 16-byte aligned ("D": torch allocations are). What the
+    GPU's own compile of the launch sees; the compile verdict must see the same (the
+    pipeliner and vectoriser act on it: without it a kernel may compile in a fraction of
+    the shared memory the real launch needs). {} when `sizes` is None: unspecialised."""
+    if sizes is None:
+        return {}
+    from .module import kernel_signature
+    sig = kernel_signature(program)
+    out = {n: "D" for n, t in sig.items() if t.startswith("*")}
+    for n, v in int_args(program, sizes).items():
+        if v == 1:
+            out[n] = "1"
+        elif v % 16 == 0:
+            out[n] = "D"
+    return out
+
+
+def spec_text(spec: dict[str, str]) -> str:
+    """A specialisation as text, for compile keys: `name=class` in name order."""
+    return ",".join(f"{n}={c}" for n, c in sorted(spec.items()))
+
+
+def _compile_kernels(program: Program, target: Target, wide=(),
+                     sizes: dict | None = None) -> AotResult:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -246,8 +302,15 @@ def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
     from .module import kernel_signature, wide_flags
 
     module = load_module(program, interpret=False)
-    sig = kernel_signature(program)
+    sig = dict(kernel_signature(program))
     consts = dict(program.kernel.consts)
+    spec = specialization(program, sizes)
+    for n, c in spec.items():
+        if c == "1":                   # specialised to the constant, as the launch does
+            sig[n], consts[n] = "constexpr", 1
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n, c in spec.items()
+             if c == "D" and n in sig}
     if "NUM_SMS" in sig:
         consts["NUM_SMS"] = target.sms
     consts.update(_wide_flags(wide_flags(program), wide))
@@ -259,7 +322,7 @@ def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
     for i in range(len(launches(program.kernel))):  # one kernel per launch
         name = f"{program.name}_kernel" + (f"_{i}" if i else "")
         try:
-            k = _kernel_figures(ASTSource(getattr(module, name), sig, consts),
+            k = _kernel_figures(ASTSource(getattr(module, name), sig, consts, attrs),
                                 GPUTarget("cuda", target.arch, 32), options)
         except Exception as e:  # the compiler's verdict, reported rather than raised
             return AotResult(False, time.perf_counter() - t0,
@@ -277,14 +340,17 @@ def _compile_kernels(program: Program, target: Target, wide=()) -> AotResult:
 
 
 def compile_for(program: Program, target: Target | str, timeout: float = 300,
-                wide=()) -> AotResult:
+                wide=(), sizes: dict | None = None) -> AotResult:
     """Compile `program` for `target` (its compute capability and SM count) in a child
     process and summarise the result; `wide` (tensor names, or True for all) compiles
-    those tensors with 64-bit offsets."""
+    those tensors with 64-bit offsets; `sizes`: specialised as a launch at those sizes
+    (`specialization`), else unspecialised."""
     target = as_target(target)
     env = dict(os.environ, TRITON_INTERPRET="0")
     args = ["--wide", "all" if wide is True else ",".join(wide)] if wide else []
     args += ["--target", target.name]
+    if sizes is not None:
+        args += ["--sizes", json.dumps({k: int(v) for k, v in sizes.items()})]
     proc = subprocess.run([sys.executable, "-m", "argus_env.lower.aot", "-", *args],
                           input=program.text,
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -295,9 +361,10 @@ def compile_for(program: Program, target: Target | str, timeout: float = 300,
                          f"{proc.stderr[-2000:]}")
 
 
-def compile_hopper(program: Program, timeout: float = 300, wide=()) -> AotResult:
+def compile_hopper(program: Program, timeout: float = 300, wide=(),
+                   sizes: dict | None = None) -> AotResult:
     """`compile_for` on the default target (the H200, sm_90)."""
-    return compile_for(program, load_target(DEFAULT_HARDWARE), timeout, wide)
+    return compile_for(program, load_target(DEFAULT_HARDWARE), timeout, wide, sizes)
 
 
 def main(argv=None) -> int:
@@ -309,7 +376,8 @@ def main(argv=None) -> int:
         wide = True if names == "all" else tuple(n for n in names.split(",") if n)
     target = load_target(argv[argv.index("--target", 1) + 1] if "--target" in argv[1:]
                          else DEFAULT_HARDWARE)
-    result = _compile_here(Program.from_text(text), target, wide=wide)
+    sizes = json.loads(argv[argv.index("--sizes", 1) + 1]) if "--sizes" in argv[1:] else None
+    result = _compile_here(Program.from_text(text), target, wide=wide, sizes=sizes)
     print(json.dumps(result.to_dict()))
     return 0 if result.ok else 1
 

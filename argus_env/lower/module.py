@@ -87,7 +87,12 @@ def wide_flags(program: Program) -> dict[str, str]:
     return _generate(program)[2]
 
 
-def _generate(program: Program) -> tuple[str, dict[str, str], dict[str, str]]:
+def stride_args(program: Program) -> dict[tuple[str, int], str]:
+    """(pointer tensor, dim) -> the kernel argument that carries that stride."""
+    return _generate(program)[3]
+
+
+def _generate(program: Program) -> tuple[str, dict[str, str], dict[str, str], dict]:
     """(source, kernel signature, wide flags) of `program`, worked out once per program
     object and kept on it: the compile worker, sent the program, reads them from its copy
     instead of lowering it three times over (module, signature, flags)."""
@@ -180,7 +185,9 @@ def _lower(program: Program) -> tuple[str, dict[str, str], dict[str, str]]:
         lines += ["    " + line if line else line for line in body.splitlines()]
     lines += ["", ""] + _launcher(program, tensors, knames, call)
     flags = {n: ta.wide for n, ta in tensors.items() if ta.pointer}
-    return "\n".join(lines) + "\n", types, flags
+    strides = {(n, d): ta.stride(d) for n, ta in tensors.items() if ta.pointer
+               for d in range(len(ta.param.dims))}
+    return "\n".join(lines) + "\n", types, flags, strides
 
 
 def _sig_type(dtype: str) -> str:

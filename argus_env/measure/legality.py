@@ -114,20 +114,35 @@ def table_path(task, target: Target) -> Path:
     return Path(inspect.getfile(type(task))).parent / f"compile_{arch_tag(as_target(target))}.csv"
 
 
-def compile_key(program: Program, target: Target) -> str:
-    """The digest of what the compiler sees for `program` (bound) on `target`."""
+def compile_key(program: Program, target: Target, sizes: dict | None = None) -> str:
+    """The digest of what the compiler sees for `program` (bound) on `target`, launched
+    at `sizes`: of the sizes only the launch's specialisation (which integer arguments
+    are 1 or divisible by 16, `lower.aot.specialization`), so shapes that specialise
+    alike share one verdict; no sizes: the unspecialised kernel."""
+    from ..lower.aot import spec_text, specialization
     from ..lower.module import LOWERING_VERSION
     target = as_target(target)
     body = structural_hash(dataclasses.replace(program.kernel, doc=None))
     text = f"{body}|sm{target.arch}|sms{target.sms}|triton{triton_version()}|lower{LOWERING_VERSION}"
+    if sizes is not None:
+        text += f"|spec{spec_text(specialization(program, sizes))}"
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def binding(program: Program, base: Program) -> str:
+def size_classes(sizes: dict) -> str:
+    """How a shape's sizes specialise a launch: per size, `1` (equal to one), `D`
+    (divisible by 16) or `-`, as `NAME=class,...` in name order."""
+    return ",".join(f"{k}={'1' if int(v) == 1 else 'D' if int(v) % 16 == 0 else '-'}"
+                    for k, v in sorted(sizes.items()))
+
+
+def binding(program: Program, base: Program, sizes: dict | None = None) -> str:
     """The constants binding changed (`Task.bind`: `base` unbound, `program` bound), as
-    `NAME=value;...` in name order."""
-    return ";".join(f"{k}={v!r}" for k, v in sorted(program.kernel.consts.items())
+    `NAME=value;...` in name order; with `sizes`, followed by `|` and their
+    `size_classes` (shapes that bind and specialise alike compile the same programs)."""
+    text = ";".join(f"{k}={v!r}" for k, v in sorted(program.kernel.consts.items())
                     if base.kernel.consts.get(k) != v)
+    return text if sizes is None else f"{text}|{size_classes(sizes)}"
 
 
 def fit_reason(figures: dict, target: Target) -> str | None:
@@ -276,13 +291,13 @@ class Legality:
         """Whether a compile started by `begin` is still running."""
         return self._running > 0
 
-    def begin(self, program: Program, idle_only: bool = False):
+    def begin(self, program: Program, idle_only: bool = False, sizes: dict | None = None):
         """The verdict on `program`, as a function to call for it: looked up now, or
         compiled in a thread started now (so that the compile overlaps the numerical
         checks); the function returns the verdict, waiting for the compile if need be.
         `idle_only`: None instead of starting a compile while another one runs (a
         compile started ahead of need is never queued behind one)."""
-        found = self.lookup(program)
+        found = self.lookup(program, sizes)
         if found is not None:
             return lambda: found
         with self._lock:
@@ -292,11 +307,11 @@ class Legality:
         box: list = []
         # pickled here, in the caller's thread: the thread below then shares no object
         # with the caller's own work (`Worker.prepare` says why that matters)
-        request = self._request(program)
+        request = self._request(program, sizes)
 
         def run() -> None:
             try:
-                box.append(self.verdict(program, request))
+                box.append(self.verdict(program, request, sizes))
             except BaseException as e:  # noqa: BLE001 - raised again by the caller
                 box.append(e)
             finally:
@@ -315,10 +330,11 @@ class Legality:
     def rows(self) -> int:
         return len(self._table)
 
-    def lookup(self, program: Program) -> Verdict | None:
-        """The verdict on `program` (bound to its shape) without compiling, or None."""
+    def lookup(self, program: Program, sizes: dict | None = None) -> Verdict | None:
+        """The verdict on `program` (bound to its shape, launched at `sizes`) without
+        compiling, or None."""
         t0 = time.perf_counter()
-        key = compile_key(program, self.target)
+        key = compile_key(program, self.target, sizes)
         with self._lock:
             found = self._memory.get(key)
         if found is not None:
@@ -341,27 +357,31 @@ class Legality:
             self._memory.put(key, v)
         return v
 
-    def _request(self, program: Program) -> bytes:
+    def _request(self, program: Program, sizes: dict | None = None) -> bytes:
         """The compile worker's request for `program`, pickled (`Worker.prepare`)."""
         from .worker import Worker
-        return Worker.prepare(program, self.task.name, {}, op="compile",
-                              options={"target": self.target.name})
+        options = {"target": self.target.name}
+        if sizes is not None:
+            options["sizes"] = {k: int(v) for k, v in sizes.items()}
+        return Worker.prepare(program, self.task.name, {}, op="compile", options=options)
 
-    def verdict(self, program: Program, request: bytes | None = None) -> Verdict:
-        """The verdict on `program` (bound to its shape): looked up, else compiled now
-        (`request`: its compile request made by `_request`, else made here). Never raises
-        for what the program is; raises `LegalityUnavailable` when the compiler process
-        cannot run at all."""
-        found = self.lookup(program)
+    def verdict(self, program: Program, request: bytes | None = None,
+                sizes: dict | None = None) -> Verdict:
+        """The verdict on `program` (bound to its shape, launched at `sizes`: the
+        specialisation the real launch gets; None: unspecialised): looked up, else
+        compiled now (`request`: its compile request made by `_request` with the same
+        sizes, else made here). Never raises for what the program is; raises
+        `LegalityUnavailable` when the compiler process cannot run at all."""
+        found = self.lookup(program, sizes)
         if found is not None:
             return found
         t0 = time.perf_counter()
-        key = compile_key(program, self.target)
+        key = compile_key(program, self.target, sizes)
         with self._lock:
             if self._worker is None:
                 self._worker = _acquire_worker(self.target.arch)
         if request is None:
-            request = self._request(program)
+            request = self._request(program, sizes)
         answer = {}
         for _ in range(2):  # a worker killed from outside is not a verdict: once more
             answer = self._worker.run_prepared(request, timeout=self.timeout)
@@ -440,7 +460,7 @@ def shape_binding(task_name: str, sizes: dict) -> str | None:
         task = get_task(task_name)
         base = task.space.program(task.space.baseline())
         try:
-            _BINDINGS[key] = binding(task.bind(base, sizes), base)
+            _BINDINGS[key] = binding(task.bind(base, sizes), base, sizes)
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             _BINDINGS[key] = None
     return _BINDINGS[key]
@@ -498,5 +518,6 @@ def with_verdict(measurement, verdict: Verdict):
 
 __all__ = ["Legality", "Verdict", "make_legality", "table_reason", "config_rows",
            "shape_binding", "failed_measurement", "with_verdict", "LegalityUnavailable", "compile_key", "binding",
+           "size_classes",
            "fit_reason", "verdict_of", "read_table", "table_path", "cache_dir", "COLUMNS",
            "compiler_reason", "triton_version", "table_complete"]

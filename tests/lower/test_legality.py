@@ -16,7 +16,7 @@ from argus_env.envs.evaluate import Evaluator
 from argus_env.measure.backends import make_backend
 from argus_env.measure.legality import (COLUMNS, Legality, LegalityUnavailable, binding,
                                         compile_key, fit_reason, read_table, table_complete,
-                                        table_path, verdict_of)
+                                        size_classes, table_path, verdict_of)
 from argus_env.measure.measurement import Backend, Measurement
 from argus_env.target import load_target
 from argus_env.task import get_task
@@ -35,8 +35,10 @@ def _write_table(path, rows):
     return path
 
 
-def _row(program, ok=True, shared=8192, regs=96, warps=4, error=""):
-    return {"key": compile_key(program, H200), "ok": ok, "shared_bytes": shared,
+def _row(program, ok=True, shared=8192, regs=96, warps=4, error="", sizes=None):
+    """A table row for `program` (launched at `sizes`: the evaluator's lookups carry the
+    launch's specialisation; None: unspecialised)."""
+    return {"key": compile_key(program, H200, sizes), "ok": ok, "shared_bytes": shared,
             "registers": regs, "num_warps": warps, "error": error}
 
 
@@ -91,7 +93,7 @@ class Counting(Backend):
 def test_a_program_that_does_not_compile_is_a_scored_failure(tmp_path, mode):
     program = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), SIZES)
     leg = _legality(tmp_path, [_row(program, ok=False, shared=0,
-                                    error="PassManager::run failed")])
+                                    error="PassManager::run failed", sizes=SIZES)])
     backend = Counting() if mode == "gpu" else make_backend(mode, H200)
     ev = Evaluator(GEMM, backend, correctness="none", legality=leg).evaluate(program, SIZES)
     assert ev.error == "compile" and not ev.measured
@@ -103,7 +105,7 @@ def test_a_program_that_does_not_compile_is_a_scored_failure(tmp_path, mode):
 
 def test_a_legal_program_carries_the_compiler_figures(tmp_path):
     program = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), SIZES)
-    leg = _legality(tmp_path, [_row(program)])
+    leg = _legality(tmp_path, [_row(program, sizes=SIZES)])
     ev = Evaluator(GEMM, make_backend("model", H200), correctness="none",
                    legality=leg).evaluate(program, SIZES)
     assert ev.measured and ev.error is None
@@ -114,7 +116,7 @@ def test_a_legal_program_carries_the_compiler_figures(tmp_path):
 def test_the_failure_costs_the_failure_penalty(tmp_path, monkeypatch):
     from argus_env.envs.kernel_env import KernelEnv
     program = GEMM.space.program(GEMM.space.baseline())
-    rows = [_row(GEMM.bind(program, c.sizes), ok=False, error="ptxas failed")
+    rows = [_row(GEMM.bind(program, c.sizes), ok=False, error="ptxas failed", sizes=c.sizes)
             for c in GEMM.shapes]
     leg = _legality(tmp_path, rows)
     evaluator = Evaluator(GEMM, make_backend("model", H200), correctness="none", legality=leg)
@@ -171,7 +173,8 @@ def _groups(task):
     base = task.space.program(task.space.baseline())
     out: dict = {}
     for case in task.shapes:
-        out.setdefault(binding(task.bind(base, case.sizes), base), []).append(case.sizes)
+        out.setdefault(binding(task.bind(base, case.sizes), base, case.sizes),
+                       []).append(case.sizes)
     return out
 
 
@@ -222,7 +225,7 @@ def test_the_mask_refuses_what_the_table_says_does_not_compile(tmp_path, monkeyp
     ctx = {"sizes": dict(GEMM.shapes[0].sizes), "target": H200}
     c = dataclasses.replace(BASELINE, stages=3)
     assert GEMM.space.config_reason(c, ctx) is None
-    monkeypatch.setitem(L._CONFIG_ROWS, ("gemm", 90), {(repr(c), ""): {
+    monkeypatch.setitem(L._CONFIG_ROWS, ("gemm", 90), {(repr(c), L.shape_binding("gemm", ctx["sizes"])): {
         "ok": "False", "error": "PassManager::run failed", "triton": L.triton_version()}})
     reason = GEMM.space.config_reason(c, ctx)
     assert reason and "does not compile for h200: PassManager::run failed" in reason
@@ -247,9 +250,11 @@ def test_the_committed_tables_agree_with_the_compiler(tmp_path):
                 config = task.space.baseline() if r["config"] == repr(task.space.baseline()) \
                     else configs[r["config"]]
                 base = task.space.program(config)
-                program = task.bind(base, groups[r["binding"]][0])
-                assert compile_key(program, H200) == r["key"]
-                v = leg.verdict(program)
+                sizes = groups[r["binding"]][0]
+                program = task.bind(base, sizes)
+                launch = dict(task.program_sizes(program, sizes))
+                assert compile_key(program, H200, launch) == r["key"]
+                v = leg.verdict(program, sizes=launch)
                 assert v.source == "compiler"
                 assert v.compiled == (r["ok"] == "True"), (r["config"], v.reason)
                 if v.compiled:
@@ -314,26 +319,69 @@ print(cubin_resources(k.asm["cubin"]), (regs, stack))
 
 
 # ---------------------------------------------------------------- what the key holds
-def test_the_compile_key_holds_bound_constants_not_runtime_sizes():
-    """Sizes are runtime arguments (Triton compiles the kernel unspecialised: no
-    divisibility or ==1 attributes), so shapes whose bound constants agree share one
-    compile; a shape that changes a bound constant (attention's head dim, causal flag)
-    compiles again."""
+def test_the_compile_key_holds_bound_constants_and_the_specialisation_not_sizes():
+    """Sizes are runtime arguments that the launch specialises (Triton: an integer
+    argument equal to 1 becomes a constant, one divisible by 16 carries that), so shapes
+    whose bound constants and specialisation agree share one compile; a shape that
+    changes a bound constant (attention's head dim, causal flag) or the specialisation
+    (a ragged GEMM size) compiles again."""
     attention = get_task("attention")
     base = attention.space.program(attention.space.baseline())
     by_case = {c.name: c.sizes for c in attention.shapes}
     a, b = by_case["b8-h16-s2048-d128"], by_case["b4-h32-s4096-d128"]
-    assert a != b and binding(attention.bind(base, a), base) == \
-        binding(attention.bind(base, b), base)
-    assert compile_key(attention.bind(base, a), H200) == compile_key(attention.bind(base, b), H200)
+    assert a != b and binding(attention.bind(base, a), base, a) == \
+        binding(attention.bind(base, b), base, b)
+    assert compile_key(attention.bind(base, a), H200, a) == \
+        compile_key(attention.bind(base, b), H200, b)
     d64 = by_case["b4-h32-s4096-d64"]
-    assert compile_key(attention.bind(base, d64), H200) != compile_key(attention.bind(base, a), H200)
+    assert compile_key(attention.bind(base, d64), H200, d64) != \
+        compile_key(attention.bind(base, a), H200, a)
     causal = by_case["b4-h32-s4096-d128-causal"]
-    assert compile_key(attention.bind(base, causal), H200) != \
-        compile_key(attention.bind(base, a), H200)
+    assert compile_key(attention.bind(base, causal), H200, causal) != \
+        compile_key(attention.bind(base, a), H200, a)
     gemm = GEMM.space.program(GEMM.space.baseline())
-    keys = {compile_key(GEMM.bind(gemm, c.sizes), H200) for c in GEMM.shapes}
-    assert len(keys) == 1  # GEMM binds no constant: one compile serves every shape
+    keys = {}
+    for c in GEMM.shapes:
+        keys.setdefault(size_classes(c.sizes), set()).add(
+            compile_key(GEMM.bind(gemm, c.sizes), H200, c.sizes))
+    # GEMM binds no constant: one compile per specialisation serves every shape
+    assert all(len(k) == 1 for k in keys.values()) and len(keys) > 1
+    assert len(set().union(*keys.values())) == len(keys)
+    assert compile_key(gemm, H200) not in set().union(*keys.values())  # unspecialised
+
+
+def test_the_specialisation_is_the_launchs():
+    """Pointers 16-byte aligned, a contiguous tensor's last stride the constant 1, a
+    size divisible by 16 marked so, a ragged one left plain."""
+    from argus_env.lower.aot import specialization
+    gemm = GEMM.space.program(GEMM.space.baseline())
+    spec = specialization(gemm, {"M": 3000, "N": 4096, "K": 1})
+    sig = __import__("argus_env.lower.module", fromlist=["x"]).kernel_signature(gemm)
+    assert all(spec[n] == "D" for n, t in sig.items() if t.startswith("*"))
+    assert "M" not in spec and spec["N"] == "D" and spec["K"] == "1"
+    assert specialization(gemm, None) == {}
+    ints = [n for n, t in sig.items() if t == "i32"]
+    assert sum(spec.get(n) == "1" for n in ints) >= 3   # the unit strides of a, b and c
+
+
+@pytest.mark.slow
+def test_the_specialised_compile_needs_what_the_gpu_launch_needed():
+    """An MoE program that the unspecialised compile fit in 48 KiB of shared memory
+    needed 245,760 B when launched on a Hopper GPU (Triton refused it there): the
+    specialised compile sees the same 245,760 B, so the verdict refuses it."""
+    from argus_env.lower.aot import compile_hopper
+    moe = get_task("moe")
+    from argus_env.tasks.moe.space import MoEConfig
+    c = MoEConfig(block_m=64, block_n=128, block_k=128, num_warps=4, stages=None,
+                  fuse_gather=False, fuse_swiglu=False, fuse_scatter=False,
+                  inverse_scatter=False, fuse_weight=False, persistent=False, tma=False)
+    sizes = next(s.sizes for s in moe.shapes if s.name == "qwen3-decode-256-skewed")
+    program = moe.bind(moe.space.program(c), sizes)
+    launch = dict(moe.program_sizes(program, sizes))
+    real = compile_hopper(program, sizes=launch)
+    assert real.ok and real.shared_bytes == 245760 > H200.smem_per_block
+    plain = compile_hopper(program)
+    assert plain.shared_bytes < real.shared_bytes
 
 
 def test_another_triton_version_misses_the_tables_and_the_cache(tmp_path, monkeypatch):
