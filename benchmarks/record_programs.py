@@ -1144,7 +1144,7 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
 
 def print_evaluation(ev: dict, out=print) -> None:
     out("held-out walks at the leaderboard's shapes, priced as the env prices them now, "
-        "against the H200")
+        f"against the {str(ev.get('hardware', HARDWARE)).upper()}")
     out(f"  {'task':<11}{'programs':>9}{'refused':>8}{'tables':>13}{'priced+failed':>14}"
         f"{'model n':>8}{'spearman':>9}{'med|log|':>9}")
     for task, t in ev["tasks"].items():
