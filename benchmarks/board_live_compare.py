@@ -5,7 +5,7 @@ a kernel that failed there counting as 0), the two rankings, and whether they ag
 
     python benchmarks/record_programs.py ...            # on the GPU: live_<gpu>.json
     python benchmarks/board_live_compare.py --live benchmarks/results/leaderboard/live_h100.json \
-        --out benchmarks/results/leaderboard/live_h100_compare.json
+        --out benchmarks/results/leaderboard/compare_live_h100.json
 
 Live figures of another GPU than the board's (an H100's against an H200 board) are
 joined to the lines by env, shape and submitted program hash with the board's hardware

@@ -191,7 +191,11 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     ranked_by = "live" if any(e.is_verified for e in entries) else "recorded"
     return Board(env_id, track, shapes, budget, measure, hardware,
                  sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources,
-                 ranked_by=ranked_by, live_sources=list(live.sources) if live else [])
+                 ranked_by=ranked_by,
+                 # only files of the board's hardware can verify its lines: another GPU's
+                 # figures never join them, so they are not named as the board's sources
+                 live_sources=[s for s in live.sources if s.get("hardware") == hardware]
+                 if live else [])
 
 
 def _common(lines: list[dict], key: str) -> dict:

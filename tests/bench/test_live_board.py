@@ -167,3 +167,18 @@ def test_two_figures_for_one_program_are_refused(tmp_path):
     path.write_text(json.dumps({"hardware": "h200", "figures": [figure(ln, 0.4), figure(ln, 0.5)]}))
     with pytest.raises(ValueError, match="two figures"):
         R.read_live(path)
+
+
+def test_another_gpus_live_figures_neither_verify_nor_source_a_board(tmp_path):
+    """Figures timed on an H100 for the very programs of an H200 board join none of its
+    lines (the key holds the hardware) and are not named among its live sources."""
+    lines = board_lines()
+    figs = [figure(ln, 0.5) for ln in lines]
+    other = R.write_live(tmp_path / "live_h100.json", "h100", figs, {"gpu": "NVIDIA H100"})
+    live = R.read_live(other)
+    (b,) = L.build(lines, live=live)
+    assert b.ranked_by == "recorded" and b.live_sources == []
+    assert all(not e.is_verified for e in b.entries)
+    mine = live_of(tmp_path, figs)                 # the same figures as the H200's
+    (b,) = L.build(lines, live=mine)
+    assert b.ranked_by == "live" and [s["hardware"] for s in b.live_sources] == ["h200"]
