@@ -525,43 +525,55 @@ def compile_for(config: FusedConfig, sizes: dict, arch: int = 90) -> dict:
 
     from argus_env.lower.aot import cubin_resources
     target = GPUTarget("cuda", arch, 32)
-    d, f, k, e = sizes["D"], sizes["F"], sizes["TOPK"], sizes["E"]
+    t, d, f, e, k = (int(sizes[n]) for n in ("T", "D", "F", "E", "TOPK"))
     bm = config.block_m
-    i32, p16, p32 = "i32", "*bf16", "*i32"
+    pairs, rows = t * k, padded_rows(t, e, k, bm)
+    # the arguments as the launches pass them at these sizes: pointers (None: torch's
+    # allocations are 16-byte aligned) and integers, which the JIT specializes as
+    # divisible by 16 where they are (what lets loads vectorize and pipeline)
+    p16, p32 = "*bf16", "*i32"
     jobs = {
         "up": (_up_swiglu_kernel,
-               {"x_ptr": p16, "wg_ptr": p16, "wu_ptr": p16, "h_ptr": p16, "sorted_ptr": p32,
-                "expert_ids_ptr": p32, "npost_ptr": p32, "num_pairs": i32, "num_m": i32,
-                "D": i32, "F": i32, "stride_xt": i32, "stride_we": i32, "stride_wk": i32,
-                "stride_hp": i32},
+               [("x_ptr", p16, None), ("wg_ptr", p16, None), ("wu_ptr", p16, None),
+                ("h_ptr", p16, None), ("sorted_ptr", p32, None), ("expert_ids_ptr", p32, None),
+                ("npost_ptr", p32, None), ("num_pairs", "i32", pairs),
+                ("num_m", "i32", rows // bm), ("D", "i32", d), ("F", "i32", f),
+                ("stride_xt", "i32", d), ("stride_we", "i32", d * f), ("stride_wk", "i32", f),
+                ("stride_hp", "i32", f)],
                {"TOPK": k, "BLOCK_M": bm, "BLOCK_N": config.up.block_n,
                 "BLOCK_K": config.up.block_k, "GROUP_M": config.up.group_m,
                 "EVEN_K": d % config.up.block_k == 0}, config.up),
         "down": (_down_kernel,
-                 {"h_ptr": p16, "wd_ptr": p16, "y_ptr": p16, "topk_w_ptr": "*fp32",
-                  "sorted_ptr": p32, "expert_ids_ptr": p32, "npost_ptr": p32, "num_pairs": i32,
-                  "num_m": i32, "F": i32, "D": i32, "stride_hp": i32, "stride_we": i32,
-                  "stride_wk": i32, "stride_yp": i32},
+                 [("h_ptr", p16, None), ("wd_ptr", p16, None), ("y_ptr", p16, None),
+                  ("topk_w_ptr", "*fp32", None), ("sorted_ptr", p32, None),
+                  ("expert_ids_ptr", p32, None), ("npost_ptr", p32, None),
+                  ("num_pairs", "i32", pairs), ("num_m", "i32", rows // bm), ("F", "i32", f),
+                  ("D", "i32", d), ("stride_hp", "i32", f), ("stride_we", "i32", f * d),
+                  ("stride_wk", "i32", d), ("stride_yp", "i32", d)],
                  {"BLOCK_M": bm, "BLOCK_N": config.down.block_n, "BLOCK_K": config.down.block_k,
                   "GROUP_M": config.down.group_m, "EVEN_K": f % config.down.block_k == 0},
                  config.down),
         "align_count": (_align_count_kernel,
-                        {"ids_ptr": p32, "sorted_ptr": p32, "expert_ids_ptr": p32,
-                         "cursor_ptr": p32, "npost_ptr": p32, "num_pairs": i32, "rows": i32,
-                         "num_blocks": i32, "E": i32},
+                        [("ids_ptr", p32, None), ("sorted_ptr", p32, None),
+                         ("expert_ids_ptr", p32, None), ("cursor_ptr", p32, None),
+                         ("npost_ptr", p32, None), ("num_pairs", "i32", pairs),
+                         ("rows", "i32", rows), ("num_blocks", "i32", rows // bm),
+                         ("E", "i32", e)],
                         {"BLOCK_M": bm, "NBINS": _pow2(e + 1), "CHUNK": 1024,
                          "BCHUNK": _block_chunk(e)},
                         KernelConfig(num_warps=4, num_stages=1)),
         "align_scatter": (_align_scatter_kernel,
-                          {"ids_ptr": p32, "sorted_ptr": p32, "cursor_ptr": p32,
-                           "num_pairs": i32},
+                          [("ids_ptr", p32, None), ("sorted_ptr", p32, None),
+                           ("cursor_ptr", p32, None), ("num_pairs", "i32", pairs)],
                           {"CHUNK": 1024}, KernelConfig(num_warps=4, num_stages=1)),
     }
     out = {}
-    for name, (fn, sig, consts, c) in jobs.items():
-        signature = {**sig, **{n: "constexpr" for n in consts}}
+    for name, (fn, args, consts, c) in jobs.items():
+        signature = {**{n: ty for n, ty, _ in args}, **{n: "constexpr" for n in consts}}
+        attrs = {(i,): [["tt.divisibility", 16]] for i, (_, _, v) in enumerate(args)
+                 if v is None or v % 16 == 0}
         try:
-            kern = triton.compile(ASTSource(fn, signature, consts), target=target,
+            kern = triton.compile(ASTSource(fn, signature, consts, attrs), target=target,
                                   options={"num_warps": c.num_warps, "num_stages": c.num_stages})
         except Exception as ex:  # the compiler's verdict, reported
             out[name] = {"ok": False, "error": f"{type(ex).__name__}: {ex}"[:1500]}
