@@ -1,9 +1,10 @@
 """MoE on one GPU: the baseline and expert DSL programs against two anchors, one run.
 
-The anchors, measured in the same run: a PyTorch pipeline of library pieces (sort/gather, `torch._grouped_mm`, SwiGLU,
-`index_add_`) and a fused-MoE Triton kernel of the serving engines' kind
-(`tasks/moe/fused_anchor.py`: routing alignment on the GPU, gate|up grouped GEMM with SwiGLU
-in the epilogue, down grouped GEMM with the routing weight, top-k sum), tuned per shape.
+The anchors: a PyTorch pipeline of library pieces (sort/gather, `torch._grouped_mm`,
+SwiGLU, `index_add_`) and a fused-MoE Triton kernel of the serving engines' kind
+(`tasks/moe/fused_anchor.py`: routing alignment on the GPU, gate|up grouped GEMM with
+SwiGLU in the epilogue, down grouped GEMM with the routing weight, top-k sum), tuned per
+shape.
 
 For every shape of the MoE suite: the routing step (top-k of seeded router logits, sort,
 block alignment) timed alone; then each DSL program through the full protocol of
