@@ -3,9 +3,9 @@
 
     align       (token, slot) pairs sorted by expert, each expert's run padded to BLOCK_M:
                 sorted_ids[P] (sentinel T * TOPK in the padding), expert_ids[P / BLOCK_M]
-                (-1 past the last run), num_post_padded[1]; on the GPU, two small Triton
-                launches with no host round trip (so the whole anchor is CUDA-graph
-                capturable); `align_torch` is the same in torch ops
+                (-1 past the last run), num_post_padded[1]; small Triton launches (two
+                for few pairs, four for many) with no host round trip (so the whole anchor
+                is CUDA-graph capturable); `align_torch` is the same in torch ops
     up          one grouped-GEMM launch: for each block of BLOCK_M sorted rows (one expert),
                 the token rows gathered from x, times w_gate[e] and w_up[e] into two fp32
                 accumulators, SwiGLU in the epilogue: h[P, F] (bf16), in sorted order
@@ -96,12 +96,23 @@ def padded_rows(tokens: int, experts: int, topk: int, block: int) -> int:
 # ---------------------------------------------------------------------------- align
 
 @triton.jit
-def _align_count_kernel(ids_ptr, sorted_ptr, expert_ids_ptr, cursor_ptr, npost_ptr,
+def _expert_of_blocks(ends, expert_ids_ptr, num_blocks, E, BLOCK_M: tl.constexpr,
+                      BCHUNK: tl.constexpr):
+    """expert_ids[b]: the expert whose run holds block b's first row, -1 past the last run
+    (experts whose run ends at or before that row, empty runs included, come first)."""
+    for b0 in range(0, num_blocks, BCHUNK):
+        b = b0 + tl.arange(0, BCHUNK)
+        e = tl.sum((ends[None, :] <= (b * BLOCK_M)[:, None]).to(tl.int32), 1)
+        tl.store(expert_ids_ptr + b, tl.where(e < E, e, -1), mask=b < num_blocks)
+
+
+@triton.jit
+def _align_small_kernel(ids_ptr, sorted_ptr, expert_ids_ptr, cursor_ptr, npost_ptr,
                         num_pairs, rows, num_blocks, E,
                         BLOCK_M: tl.constexpr, NBINS: tl.constexpr, CHUNK: tl.constexpr,
                         BCHUNK: tl.constexpr):
-    """One program: per-expert counts, their block-aligned starts (written to `cursor` for
-    the scatter), the expert of every block, and the padding sentinel everywhere."""
+    """One program (few pairs): per-expert counts, their block-aligned starts (written to
+    `cursor` for the scatter), the expert of every block, the sentinel in every row."""
     offs = tl.arange(0, CHUNK)
     counts = tl.zeros((NBINS,), dtype=tl.int32)
     for start in range(0, num_pairs, CHUNK):
@@ -113,19 +124,40 @@ def _align_count_kernel(ids_ptr, sorted_ptr, expert_ids_ptr, cursor_ptr, npost_p
     counts = tl.where(bins < E, counts, 0)
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     ends = tl.cumsum(padded, 0)
-    starts = ends - padded
-    tl.store(cursor_ptr + bins, starts, mask=bins < E)
+    tl.store(cursor_ptr + bins, ends - padded, mask=bins < E)
     tl.store(npost_ptr, tl.sum(padded, 0))
-    for b0 in range(0, num_blocks, BCHUNK):
-        b = b0 + tl.arange(0, BCHUNK)
-        first_row = b * BLOCK_M
-        # the expert whose run holds the block's first row: experts whose run ends at or
-        # before it (empty runs included) come first
-        e = tl.sum((ends[None, :] <= first_row[:, None]).to(tl.int32), 1)
-        tl.store(expert_ids_ptr + b, tl.where(e < E, e, -1), mask=b < num_blocks)
+    _expert_of_blocks(ends, expert_ids_ptr, num_blocks, E, BLOCK_M, BCHUNK)
     for r0 in range(0, rows, CHUNK):
         r = r0 + offs
         tl.store(sorted_ptr + r, tl.full((CHUNK,), 0, tl.int32) + num_pairs, mask=r < rows)
+
+
+@triton.jit
+def _align_count_kernel(ids_ptr, sorted_ptr, counts_ptr, num_pairs, rows, E,
+                        NBINS: tl.constexpr, CHUNK: tl.constexpr):
+    """One program per CHUNK rows (many pairs): the sentinel in its rows, and the counts of
+    its pairs added to `counts` (zeroed before)."""
+    offs = tl.program_id(0) * CHUNK + tl.arange(0, CHUNK)
+    tl.store(sorted_ptr + offs, tl.full((CHUNK,), 0, tl.int32) + num_pairs, mask=offs < rows)
+    if tl.program_id(0) * CHUNK < num_pairs:
+        m = offs < num_pairs
+        e = tl.where(m, tl.load(ids_ptr + offs, mask=m, other=0), E)
+        bins = tl.arange(0, NBINS)
+        tl.atomic_add(counts_ptr + bins, tl.histogram(e, NBINS), mask=bins < E)
+
+
+@triton.jit
+def _align_offsets_kernel(counts_ptr, expert_ids_ptr, cursor_ptr, npost_ptr, num_blocks, E,
+                          BLOCK_M: tl.constexpr, NBINS: tl.constexpr, BCHUNK: tl.constexpr):
+    """One program: the counts' block-aligned starts (to `cursor`), their total, the
+    expert of every block."""
+    bins = tl.arange(0, NBINS)
+    counts = tl.load(counts_ptr + bins, mask=bins < E, other=0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, 0)
+    tl.store(cursor_ptr + bins, ends - padded, mask=bins < E)
+    tl.store(npost_ptr, tl.sum(padded, 0))
+    _expert_of_blocks(ends, expert_ids_ptr, num_blocks, E, BLOCK_M, BCHUNK)
 
 
 @triton.jit
@@ -152,9 +184,18 @@ def _block_chunk(experts: int) -> int:
     return max(16, 16384 // _pow2(experts + 1))
 
 
-def align(topk_ids, experts: int, block_m: int, rows: int | None = None):
+#: pairs at most which `align` runs its first step in one program (decode); beyond, in one
+#: program per 1024 rows and a second launch for the starts (prefill)
+SMALL_PAIRS = 1024
+
+
+def align(topk_ids, experts: int, block_m: int, rows: int | None = None,
+          small: bool | None = None):
     """`(sorted_ids[P], expert_ids[P // block_m], num_post_padded[1])`, int32, on the ids'
-    device, from top-k ids `[T, TOPK]`; two Triton launches, no host round trip."""
+    device, from top-k ids `[T, TOPK]`, with no host round trip: for few pairs (`small`,
+    by default pairs <= SMALL_PAIRS) two Triton launches (counts, starts, block experts
+    and padding in one program; the scatter), else four (zeroed counts; counts and padding
+    over the rows; starts and block experts; the scatter)."""
     import torch
     _interpreter_ready()
     tokens, k = topk_ids.shape
@@ -169,11 +210,19 @@ def align(topk_ids, experts: int, block_m: int, rows: int | None = None):
     expert_ids = torch.empty(rows // block_m, dtype=torch.int32, device=dev)
     cursor = torch.empty(experts, dtype=torch.int32, device=dev)
     npost = torch.empty(1, dtype=torch.int32, device=dev)
-    chunk = 1024
-    _align_count_kernel[(1,)](ids, sorted_ids, expert_ids, cursor, npost, pairs, rows,
-                              rows // block_m, experts, BLOCK_M=block_m,
-                              NBINS=_pow2(experts + 1), CHUNK=chunk,
-                              BCHUNK=_block_chunk(experts), num_warps=4)
+    chunk, nbins, bchunk = 1024, _pow2(experts + 1), _block_chunk(experts)
+    if small if small is not None else pairs <= SMALL_PAIRS:
+        _align_small_kernel[(1,)](ids, sorted_ids, expert_ids, cursor, npost, pairs, rows,
+                                  rows // block_m, experts, BLOCK_M=block_m, NBINS=nbins,
+                                  CHUNK=chunk, BCHUNK=bchunk, num_warps=4)
+    else:
+        counts = torch.zeros(experts, dtype=torch.int32, device=dev)
+        _align_count_kernel[(triton.cdiv(rows, chunk),)](ids, sorted_ids, counts, pairs, rows,
+                                                         experts, NBINS=nbins, CHUNK=chunk,
+                                                         num_warps=4)
+        _align_offsets_kernel[(1,)](counts, expert_ids, cursor, npost, rows // block_m,
+                                    experts, BLOCK_M=block_m, NBINS=nbins, BCHUNK=bchunk,
+                                    num_warps=4)
     _align_scatter_kernel[(triton.cdiv(pairs, chunk),)](ids, sorted_ids, cursor, pairs,
                                                         CHUNK=chunk, num_warps=4)
     return sorted_ids, expert_ids, npost
@@ -408,7 +457,7 @@ def candidate_block_m(sizes: dict, counts=None) -> list[int]:
 def candidate_kernel_configs(block_m: int, operands_b: int) -> list[KernelConfig]:
     """The main grid (GROUP_M is tuned afterwards, on the best of these)."""
     grid = []
-    for bn, bk, warps, stages in itertools.product((64, 128, 256), (64, 128), (4, 8), (3, 4, 5)):
+    for bn, bk, warps, stages in itertools.product((64, 128, 256), (64, 128), (4, 8), (3, 4)):
         c = KernelConfig(bn, bk, 8, warps, stages)
         if _fits(block_m, c, operands_b) and not (warps == 8 and block_m * bn < 64 * 128):
             grid.append(c)
@@ -553,7 +602,7 @@ def compile_for(config: FusedConfig, sizes: dict, arch: int = 90) -> dict:
                  {"BLOCK_M": bm, "BLOCK_N": config.down.block_n, "BLOCK_K": config.down.block_k,
                   "GROUP_M": config.down.group_m, "EVEN_K": f % config.down.block_k == 0},
                  config.down),
-        "align_count": (_align_count_kernel,
+        "align_small": (_align_small_kernel,
                         [("ids_ptr", p32, None), ("sorted_ptr", p32, None),
                          ("expert_ids_ptr", p32, None), ("cursor_ptr", p32, None),
                          ("npost_ptr", p32, None), ("num_pairs", "i32", pairs),
@@ -562,6 +611,18 @@ def compile_for(config: FusedConfig, sizes: dict, arch: int = 90) -> dict:
                         {"BLOCK_M": bm, "NBINS": _pow2(e + 1), "CHUNK": 1024,
                          "BCHUNK": _block_chunk(e)},
                         KernelConfig(num_warps=4, num_stages=1)),
+        "align_count": (_align_count_kernel,
+                        [("ids_ptr", p32, None), ("sorted_ptr", p32, None),
+                         ("counts_ptr", p32, None), ("num_pairs", "i32", pairs),
+                         ("rows", "i32", rows), ("E", "i32", e)],
+                        {"NBINS": _pow2(e + 1), "CHUNK": 1024},
+                        KernelConfig(num_warps=4, num_stages=1)),
+        "align_offsets": (_align_offsets_kernel,
+                          [("counts_ptr", p32, None), ("expert_ids_ptr", p32, None),
+                           ("cursor_ptr", p32, None), ("npost_ptr", p32, None),
+                           ("num_blocks", "i32", rows // bm), ("E", "i32", e)],
+                          {"BLOCK_M": bm, "NBINS": _pow2(e + 1), "BCHUNK": _block_chunk(e)},
+                          KernelConfig(num_warps=4, num_stages=1)),
         "align_scatter": (_align_scatter_kernel,
                           [("ids_ptr", p32, None), ("sorted_ptr", p32, None),
                            ("cursor_ptr", p32, None), ("num_pairs", "i32", pairs)],

@@ -41,7 +41,11 @@ def _ids_with_counts(counts: list[int], topk: int, seed: int = 0) -> torch.Tenso
 COUNTS = [17, 5, 0, 16, 2]
 
 
-@pytest.mark.parametrize("impl", [fa.align, fa.align_torch], ids=["triton", "torch"])
+ALIGNS = {"triton-small": lambda *a: fa.align(*a, small=True),
+          "triton-parallel": lambda *a: fa.align(*a, small=False), "torch": fa.align_torch}
+
+
+@pytest.mark.parametrize("impl", list(ALIGNS.values()), ids=list(ALIGNS))
 @pytest.mark.parametrize("block", [16, 32])
 def test_align_postconditions(impl, block):
     ids = _ids_with_counts(COUNTS, 2)
@@ -71,8 +75,8 @@ def test_align_on_random_routings_matches_torch():
                                             (7, 64, 8, 1.5)]):
         gen = torch.Generator().manual_seed(seed)
         _, ids = routing.topk(routing.router_logits(t, e, skew, gen), k)
-        for block in (16, 64):
-            s1, x1, n1 = fa.align(ids, e, block)
+        for block, small in ((16, True), (64, False)):
+            s1, x1, n1 = fa.align(ids, e, block, small=small)
             s2, x2, n2 = fa.align_torch(ids, e, block)
             routing.check_postconditions(ids, s1, x1, e, block)
             assert torch.equal(x1, x2) and torch.equal(n1, n2)
