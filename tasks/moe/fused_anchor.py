@@ -425,7 +425,7 @@ def anchor(inputs: dict, sizes: dict, config: FusedConfig | None = None):
 
 # ---------------------------------------------------------------------------- tuning
 
-#: block_m -> the best config found, per (device, shape)
+#: (device name, shape key) -> the best config found
 _TUNED: dict[tuple, FusedConfig] = {}
 #: a JSON file of tuned configurations, read and extended by `tune` (optional)
 CONFIG_FILE_ENV = "ARGUS_FUSED_MOE_CONFIGS"
@@ -496,8 +496,8 @@ def tune(inputs: dict, sizes: dict, *, rep_ms: int = 10, config_file: str | Path
         return default_config(sizes)
     dev_name = torch.cuda.get_device_name(x.device)
     key = (dev_name, _shape_key(sizes))
-    path = Path(config_file or os.environ.get(CONFIG_FILE_ENV, "") or "") \
-        if (config_file or os.environ.get(CONFIG_FILE_ENV)) else None
+    named = config_file or os.environ.get(CONFIG_FILE_ENV)
+    path = Path(named) if named else None
     if not refresh:
         if key in _TUNED:
             return _TUNED[key]
