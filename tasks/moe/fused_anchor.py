@@ -445,13 +445,13 @@ def _fits(block_m: int, c: KernelConfig, operands_b: int) -> bool:
 
 
 def candidate_block_m(sizes: dict, counts=None) -> list[int]:
-    """Row-block sizes worth trying: up to the largest expert's row count."""
+    """Row-block sizes worth trying: from a quarter of the mean rows per expert (smaller
+    blocks only add programs) up to the largest expert's row count (larger ones only add
+    padding)."""
     most = int(max(counts)) if counts is not None else sizes["T"] * sizes["TOPK"]
     mean = sizes["T"] * sizes["TOPK"] / sizes["E"]
-    out = [bm for bm in (16, 32, 64, 128) if bm <= max(16, _pow2(most))]
-    if mean >= 256:                 # big runs everywhere: small blocks only add programs
-        out = [bm for bm in out if bm >= 64]
-    return out
+    lo, hi = min(64, _pow2(max(1, int(mean))) // 4), max(16, _pow2(most))
+    return [bm for bm in (16, 32, 64, 128) if lo <= bm <= hi] or [16]
 
 
 def candidate_kernel_configs(block_m: int, operands_b: int) -> list[KernelConfig]:
