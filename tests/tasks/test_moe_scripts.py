@@ -33,8 +33,26 @@ def test_moe_suite_smoke(tmp_path):
     data = json.loads(out.read_text())
     row = data["shapes"]["smoke-skewed"]
     assert row["pipeline_ok"] and row["routing_ms"] > 0, row
+    assert row["fused_ok"] and row["fused_config"]["block_m"] == 16, row
     assert all(p["ok"] for p in row["programs"].values()), row
-    assert "exp/torch" in r.stdout and r.stdout.splitlines()[-1].startswith("smoke-skewed")
+    assert all(p["fused_anchor_ms"] > 0 and p["fused_ratio"] > 0
+               for p in row["programs"].values()), row
+    assert "exp/torch" in r.stdout and "exp/fused" in r.stdout
+    assert r.stdout.splitlines()[-1].startswith("smoke-skewed")
+
+
+@pytest.mark.slow
+def test_moe_suite_anchors_only_smoke(tmp_path):
+    out = tmp_path / "suite.json"
+    r = _run("benchmarks/moe_suite.py", ["--interpret", "--smoke", "--anchors-only",
+                                         "--out", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["anchors_only"] and set(data["shapes"]) == {"smoke-balanced", "smoke-skewed"}
+    for row in data["shapes"].values():
+        assert row["fused_ok"] and row["pipeline_ok"] and not row["programs"], row
+        assert row["anchors"]["fused_anchor_ms"] > 0 and row["anchors"]["anchor_ms"] > 0, row
+    assert "torch/fused" in r.stdout
 
 
 @pytest.mark.slow
