@@ -18,6 +18,7 @@ flags, set for tensors that span 2**31 elements or more); by default none are.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -108,13 +109,21 @@ def _compile_here(program: Program, target: Target, wide=(), scratch: bool = Fal
         raise RuntimeError("ahead-of-time compilation needs TRITON_INTERPRET unset or 0")
     if not scratch:
         return _compile_kernels(program, target, wide, sizes)
+    with _private_triton_cache("argus-aot-"):
+        return _compile_kernels(program, target, wide, sizes)
+
+
+@contextlib.contextmanager
+def _private_triton_cache(prefix: str):
+    """Triton's on-disk cache in a temporary folder of its own for the block (yielded),
+    removed afterwards, and the caller's TRITON_CACHE_DIR restored."""
     import shutil
     import tempfile
-    folder = tempfile.mkdtemp(prefix="argus-aot-")
+    folder = tempfile.mkdtemp(prefix=prefix)
     before = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = folder
     try:
-        return _compile_kernels(program, target, wide, sizes)
+        yield folder
     finally:
         if before is None:
             os.environ.pop("TRITON_CACHE_DIR", None)
@@ -141,34 +150,25 @@ def warm_up(arch: int = 90) -> float:
     are not kept. Returns the seconds it took (0 when it could not run: the first real
     compile then starts the compiler as before)."""
     import importlib.util
-    import shutil
-    import tempfile
     t0 = time.perf_counter()
-    folder = tempfile.mkdtemp(prefix="argus-warm-")
-    before = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = folder  # a private cache: a hit would warm nothing
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-        path = os.path.join(folder, "argus_warm_up.py")
-        with open(path, "w") as f:
-            f.write(_WARM_KERNEL)
-        spec = importlib.util.spec_from_file_location("argus_warm_up", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        triton.compile(ASTSource(module.argus_warm_up, {"x_ptr": "*fp32", "n": "i32"},
-                                 {"BLOCK": 128}),
-                       target=GPUTarget("cuda", arch, 32), options={"num_warps": 1})
-        return time.perf_counter() - t0
-    except Exception:  # noqa: BLE001 - warming is an optimisation, never a verdict
-        return 0.0
-    finally:
-        if before is None:
-            os.environ.pop("TRITON_CACHE_DIR", None)
-        else:
-            os.environ["TRITON_CACHE_DIR"] = before
-        shutil.rmtree(folder, ignore_errors=True)
+    # a private cache: a hit would warm nothing
+    with _private_triton_cache("argus-warm-") as folder:
+        try:
+            import triton
+            from triton.backends.compiler import GPUTarget
+            from triton.compiler import ASTSource
+            path = os.path.join(folder, "argus_warm_up.py")
+            with open(path, "w") as f:
+                f.write(_WARM_KERNEL)
+            spec = importlib.util.spec_from_file_location("argus_warm_up", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            triton.compile(ASTSource(module.argus_warm_up, {"x_ptr": "*fp32", "n": "i32"},
+                                     {"BLOCK": 128}),
+                           target=GPUTarget("cuda", arch, 32), options={"num_warps": 1})
+            return time.perf_counter() - t0
+        except Exception:  # noqa: BLE001 - warming is an optimisation, never a verdict
+            return 0.0
 
 
 def compile_answer(program: Program, target: str = DEFAULT_HARDWARE,
@@ -248,7 +248,7 @@ def int_args(program: Program, sizes: dict) -> dict[str, int]:
     k = program.kernel
     values = {**{n: v for n, v in k.consts.items() if isinstance(v, int)},
               **{n: int(v) for n, v in sizes.items()}}
-    sig = kernel_signature(program)
+    sig, stride_arg = kernel_signature(program), stride_args(program)
     out = {n: values[n] for n in k.sizes if n in values and sig.get(n) == "i32"}
     for p in k.tensors:
         dims = [values.get(d) for d in p.dims]
@@ -261,7 +261,7 @@ def int_args(program: Program, sizes: dict) -> dict[str, int]:
             for d in range(len(dims) - 2, -1, -1):
                 strides[d] = strides[d + 1] * dims[d + 1]
         for d, st in enumerate(strides):
-            arg = stride_args(program).get((p.name, d))
+            arg = stride_arg.get((p.name, d))
             if arg is not None and sig.get(arg) == "i32":
                 out[arg] = st
     return out
