@@ -145,6 +145,21 @@ class Task:
         expressions over sizes, `min(a, b)` and `pos(DIM)`, the destination's index on DIM."""
         return self.store_coverage
 
+    def numerics_class(self, config_key: str) -> str | None:
+        """The part of a configuration (its features' `key()`) that decides how the
+        program rounds, where the task knows one, else None. The cost model cannot see
+        numerics, so a class the GPU found numerically wrong at one shape is not priced at
+        a shape the tables lack whose output has at least as many elements
+        (`measure.analytic.TableBackend`): such errors are rare per element (a rounding
+        chain's tail), so a larger output only meets more of them. With None only the
+        recorded program itself inherits its verdict."""
+        return None
+
+    def output_elements(self, sizes: Sizes) -> int:
+        """Elements the task's outputs hold at `sizes` (those `store_coverage` names)."""
+        return sum(math.prod(int(sizes[d]) for d in self.signature[name][0])
+                   for name in self.store_coverage if name in self.signature)
+
     def program_sizes(self, program: Program, sizes: Sizes) -> dict:
         """The sizes `program` runs at: the shape's, plus any the task derives from the
         program's constants (MoE: the routing step pads the sorted rows to the program's

@@ -153,6 +153,47 @@ class TableBackend(Backend):
             self._tables[task.name] = {"path": str(path), "rows": rows}
         return self._tables[task.name]
 
+    def numerics_failures(self, task) -> dict:
+        """{numerics class (`Task.numerics_class`): [(output elements, shape, error)]} of
+        the rows the GPU found numerically wrong."""
+        table = self.table(task)
+        if "numerics" not in table:
+            classify = getattr(task, "numerics_class", None)
+            out: dict = {}
+            for r in table["rows"].values() if classify is not None else ():
+                if r.get("ok") == "True" or not r.get("error", "").startswith("mismatch"):
+                    continue
+                cls = classify(r.get("config", ""))
+                if cls is None:
+                    continue
+                sizes = {d: int(r[d]) for d in task.size_names() if r.get(d, "") != ""}
+                out.setdefault(cls, []).append(
+                    (task.output_elements(sizes), r.get("shape", ""), r["error"]))
+            table["numerics"] = out
+        return table["numerics"]
+
+    def inherited_failure(self, task, f: KernelFeatures, sizes: dict) -> Measurement | None:
+        """The failure a program the tables lack inherits from its numerics class: the GPU
+        found the class wrong at a shape whose output has at most as many elements as this
+        one's (`Task.numerics_class`), so the model, which cannot see numerics, does not
+        price it. None where no such row exists."""
+        classify = getattr(task, "numerics_class", None)
+        cls = classify(f.key()) if classify is not None else None
+        if cls is None:
+            return None
+        elements = task.output_elements(sizes)
+        seen = [x for x in self.numerics_failures(task).get(cls, []) if x[0] <= elements]
+        if not seen:
+            return None
+        n, shape, error = min(seen)
+        table = self.table(task)
+        return Measurement("table", False, error=(
+            f"not priced: programs of this numerics class ({cls}) were numerically wrong on "
+            f"the GPU at {shape} ({n:,} output elements, this shape has {elements:,}): "
+            f"{error}"), details={"status": "mismatch", "table": table["path"],
+                                  "table_miss": True, "inherited": {"class": cls,
+                                                                    "shape": shape}})
+
     def executed(self, task, shape: tuple) -> dict:
         """{what a recorded program executes (`live_key`): its row} for the task's rows at
         `shape` (the anchor dims' values). The programs are the task's own (baseline,
@@ -205,6 +246,9 @@ class TableBackend(Backend):
                 live_key(program, _live_sizes(program, sizes, task), self.target.sms,
                          unused_consts=True))
         if row is None:
+            failed = self.inherited_failure(task, f, sizes)
+            if failed is not None:
+                return failed
             m = self.model.measure(program, sizes, task, f)
             m.details.update(table_miss=True, table=table["path"])
             return m

@@ -95,12 +95,14 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         programs *= max(g, 0)
     persistent = persistent_loop(k) is not None
     atomic = bool(program.info.atomic) and not program.info.stored
-    split = grid[2] if len(grid) == 3 and atomic else 1
     outputs = [p for p in k.tensors if p.name in program.info.outputs]
     out_dims = outputs[0].dims if outputs else ()
     tiles_mn = 1
     for d, b in zip(out_dims[-2:], (bm, bn)):
         tiles_mn *= -(-sizes.get(d, b) // b)
+    # programs sharing one output tile's reduction: a grid of atomic writers larger than
+    # the tiles, whichever axis carries the split (a persistent grid walks whole tiles)
+    split = max(1, programs // max(tiles_mn, 1)) if atomic and not persistent else 1
     kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
     flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
     min_bytes = task.min_bytes(sizes) if task is not None else 0.0

@@ -226,3 +226,42 @@ def test_a_recorded_gpu_failure_is_inherited_through_dead_code():
     assert gamed.hash != program.hash
     m = _table_hit(gamed, sizes)
     assert not m.ok and m.error.startswith("recorded on the GPU"), (m.ok, m.error, m.details)
+
+
+# ---- a numerics class the GPU found wrong is not priced by the model where it is larger
+def _atomic_split(split: int):
+    from argus_env.tasks.gemm.space import GemmConfig
+    return GEMM.space.program(GemmConfig(128, 32, 64, 4, 4, split_k=split, combine="atomic"))
+
+
+def test_the_recorded_numerics_classes_are_the_bf16_atomic_splits():
+    failures = TableBackend("h200").numerics_failures(GEMM)
+    assert set(failures) == {"split_k=8,atomic_output=True"}, set(failures)
+    # the smallest output the H200 found wrong: ragged-1000's 1,000,000 elements
+    assert min(failures["split_k=8,atomic_output=True"])[:2] == (1_000_000, "ragged-1000")
+
+
+def test_a_numerically_wrong_class_is_not_priced_at_a_larger_shape_the_tables_lack():
+    sizes = {"M": 3000, "N": 5000, "K": 2000}   # 15M outputs, no S=8 row recorded there
+    program = _atomic_split(8)
+    backend = TableBackend("h200")
+    assert backend.table(GEMM)["rows"].get((3000, 5000, 2000, program.hash)) is None
+    m = backend.measure(program, sizes, GEMM)
+    assert not m.ok and m.details["status"] == "mismatch", m.to_dict()
+    assert m.details["inherited"] == {"class": "split_k=8,atomic_output=True",
+                                      "shape": "ragged-1000"}, m.details
+    assert m.frac_anchor == 0.0
+    # fewer splits round fewer times: priced by the model as before
+    two = backend.measure(_atomic_split(2), sizes, GEMM)
+    assert two.ok and two.details.get("table_miss"), two.to_dict()
+
+
+def test_a_smaller_output_than_any_failure_is_still_priced():
+    sizes = {"M": 16, "N": 4096, "K": 4096}   # 65,536 outputs: below every recorded failure
+    m = TableBackend("h200").measure(_atomic_split(8), sizes, GEMM)
+    assert m.ok and "inherited" not in m.details, m.to_dict()
+
+
+def test_the_h100_tables_add_their_own_failures():
+    failures = TableBackend("h100").numerics_failures(GEMM)
+    assert {"split_k=4,atomic_output=True", "split_k=8,atomic_output=True"} <= set(failures)
