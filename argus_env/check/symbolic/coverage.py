@@ -13,8 +13,8 @@ import itertools
 
 import z3
 
-from .solver import Var, affine
-from .values import Cov, axis_ranges, evaluate, free_names
+from .solver import Var, affine, const_value
+from .values import Cov, axis_ranges, depends_on, evaluate, free_names
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -52,6 +52,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
     covered = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
+    covered += [_some_lane(ck, w) for t in terms for w in _enumerated(t, x, defaults or {})]
     m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
                  ctx + [x >= lo, x < hi])
     if m is None:
@@ -131,6 +132,56 @@ def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
         perms = list(itertools.permutations(g))[:6]
         orders = [o + list(p) for o in orders for p in perms][:24]
     return [_witness(term, x, defaults, c0, order) for order in orders]
+
+
+def linear_in(e, v) -> int | None:
+    """The coefficient of `v` in `e` when `e` moves by one constant per unit of `v`, the
+    other variables held symbolic (sampled at 0, 1, 2 and 5), else None. Used only to
+    choose witnesses, which the solver then confirms: a wrong guess costs a proof, never
+    makes one."""
+    at = [z3.simplify(z3.substitute(e, (v, z3.IntVal(i)))) for i in (0, 1, 2, 5)]
+    c = const_value(z3.simplify(at[1] - at[0]))
+    if c is None:
+        return None
+    if any(const_value(z3.simplify(y - at[0])) != c * i for i, y in zip((2, 5), at[2:])):
+        return None
+    return c
+
+
+def affine_index(term: Cov) -> bool:
+    """Whether the term's index moves linearly in each bound variable it depends on."""
+    return all(linear_in(term.idx, b) is not None for b in unique(term.bound)
+               if depends_on(term.idx, b))
+
+
+def _enumerated(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
+    """Witnesses at the writer's instances enumerated on integers (`Cov.picks`), for a
+    term whose index is not affine in some bound variables (a stream-K program's k offset
+    is a maximum over its program id): the witness is built once with those variables
+    left free (the index is affine in the rest: a k loop, a lane), then taken at each
+    instance's values of them."""
+    if not term.picks:
+        return []
+    bound = unique(term.bound)
+    inner = [b for b in bound if depends_on(term.idx, b) and linear_in(term.idx, b) is None]
+    if not inner:
+        return []
+    ids = {b.get_id() for b in inner}
+    free = Cov(tuple(b for b in bound if b.get_id() not in ids), term.dom, term.idx,
+               term.kind, tuple((v, e) for v, e in term.defaults if v.get_id() not in ids))
+    shapes = _witnesses(free, x, {k: v for k, v in defaults.items() if k not in ids})
+    seen, out = set(), []
+    for pick in term.picks:
+        pairs = tuple((v, n) for v, n in pick if v.get_id() in ids)
+        key = tuple((v.get_id(), n.as_long()) for v, n in pairs)
+        if len(pairs) != len(inner) or key in seen:
+            continue
+        seen.add(key)
+        for w in shapes:
+            at = z3.simplify(z3.substitute(w, *pairs))
+            if not z3.is_false(at):
+                out.append(at)
+    return out
 
 
 def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:

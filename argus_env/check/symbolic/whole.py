@@ -25,11 +25,12 @@ from __future__ import annotations
 import ast
 import itertools
 import math
+from dataclasses import replace
 
 import z3
 
 from . import tiles
-from .coverage import exactly_once, unique
+from .coverage import affine_index, exactly_once, unique
 from .solver import affine, const_value
 from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
@@ -519,8 +520,25 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         for t in w2.value.cov.get(name, []):
             terms.append(Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
                              c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults)))
+        mine = terms[len(terms) - len(w2.value.cov.get(name, [])):]
+        if any(not affine_index(t) for t in mine):
+            picks = _writer_picks(ck, w2, c)
+            terms[len(terms) - len(mine):] = [replace(t, picks=picks) for t in mine]
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
                  w.value.frag, defaults, scope=w.names)
+
+
+def _writer_picks(ck, w, copy) -> tuple:
+    """The live instances of atomic write `w` enumerated on integers (`tiles.live_instances`),
+    as pairs of its copied variables and their values (`Cov.picks`), or () past the
+    enumeration's limit: the completeness of a reduction whose index is not affine in the
+    writer's variables (stream-K's k offsets) is then shown one writer at a time."""
+    insts = tiles.live_instances(ck, w)
+    if insts is None:
+        return ()
+    twins = {v.get_id(): twin for v, twin in copy.pairs}
+    return tuple(tuple((twins[v.get_id()], value) for v, value in pairs
+                       if v.get_id() in twins) for pairs in insts)
 
 
 def _tile_pins(ck, w) -> list:
