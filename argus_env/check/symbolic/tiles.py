@@ -89,6 +89,12 @@ def live_instances(ck, w, limit: int = LIMIT) -> list | None:
     return [pairs for pairs, on in judged if False not in on]
 
 
+def origin_at(bases, pairs) -> tuple | None:
+    """A tile origin's integers at one instance (`pairs`), or None where not integers."""
+    o = tuple(_int(b, pairs) for b in bases)
+    return None if None in o else o
+
+
 def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
     """The tile origins the instances of block-form write `w` reach where its path holds,
     or None when that cannot be worked out on integers."""
@@ -138,4 +144,4 @@ def nearest(ck, ws, y) -> tuple | None:
     return None if best is None else best[1:]
 
 
-__all__ = ["LIMIT", "instances", "live_instances", "missing_origin", "nearest", "origins"]
+__all__ = ["LIMIT", "instances", "live_instances", "origin_at", "missing_origin", "nearest", "origins"]
