@@ -63,6 +63,27 @@ EXPERT = GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True, warp_speci
 SPLITK = GemmConfig(split_k=4, combine="atomic")
 SWAPAB = GemmConfig(block_m=16, swap_ab=True)
 STREAMK = GemmConfig(stream_k=True)
+#: swap-AB and stream-K configurations for small and ragged shapes, by name: what the GPU
+#: scripts time (`benchmarks/gemm_suite.py --configs`, `record_gemm_table.py
+#: --small-shapes`, `record_programs.py plan --configs small-shapes`) and what the tests
+#: check and compile for sm_90 at every suite shape where the mask allows them
+SMALL_SHAPES = {
+    "swap-16x128x128": GemmConfig(16, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-32x128x128": GemmConfig(32, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-64x128x64": GemmConfig(64, 128, 64, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-32x256x64": GemmConfig(32, 256, 64, 8, 3, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-16x64x128-plain": GemmConfig(16, 64, 128, 4, 4, swap_ab=True),
+    "swap-splitk4-16x128x128": GemmConfig(16, 128, 128, 4, 4, split_k=4, combine="atomic",
+                                          tma=True, kmajor_b=True, swap_ab=True),
+    "sk-128x128x64": GemmConfig(128, 128, 64, 8, 3, tma=True, kmajor_b=True, stream_k=True),
+    "sk-128x256x64": GemmConfig(128, 256, 64, 8, 3, tma=True, kmajor_b=True, stream_k=True),
+    "sk-64x128x64": GemmConfig(64, 128, 64, 4, 4, tma=True, kmajor_b=True, stream_k=True),
+    "sk-128x128x64-plain": GemmConfig(128, 128, 64, 8, 3, stream_k=True),
+    "swap-sk-32x128x128": GemmConfig(32, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True,
+                                     stream_k=True),
+    "swap-sk-64x128x64": GemmConfig(64, 128, 64, 4, 3, tma=True, kmajor_b=True, swap_ab=True,
+                                    stream_k=True),
+}
 #: stream-K spreads the k steps of at most this many waves of tiles (one wave: one tile
 #: per SM): past that the last wave's imbalance is a small share of the work, and the
 #: checker's enumeration of the tile segments (one per program and tile it touches,
