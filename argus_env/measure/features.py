@@ -79,9 +79,13 @@ class KernelFeatures:
                   "tma_store", "warp_specialize", "persistent", "split_k", "atomic_output",
                   "group_m", "kmajor_b")
         # policies added later are named only where they hold, so that the keys of the
-        # programs recorded before them stay as they were
+        # programs recorded before them stay as they were; a swapped tile is named in the
+        # output's orientation (block_m rows of C), as its configuration names it
         later = [f for f in ("swap_ab", "stream_k") if getattr(self, f)]
-        return ",".join(f"{f}={getattr(self, f)}" for f in fields + tuple(later))
+        values = {f: getattr(self, f) for f in fields + tuple(later)}
+        if self.swap_ab:
+            values["block_m"], values["block_n"] = self.block_n, self.block_m
+        return ",".join(f"{f}={v}" for f, v in values.items())
 
 
 def extract(program: Program, sizes: dict[str, int], task=None, *, target: Target) -> KernelFeatures:
