@@ -307,11 +307,11 @@ def replay_configs(line: dict, task, target) -> list | None:
     catalog = space.catalog()
     ctx = {"sizes": dict(line["sizes"]), "target": target}
     config, history, out = space.baseline(), [], []
-    for a in line["actions"]:
-        if type(a) is not int or not 0 <= a < len(catalog):
+    for a in _recorded_actions(line, space, catalog):
+        if a is None:
             out.append(config)
             continue
-        name, value = catalog[a]
+        name, value = a
         if name == "submit":
             out.append(config)
             break
@@ -330,6 +330,26 @@ def replay_configs(line: dict, task, target) -> list | None:
                 config = nxt
         out.append(config)
     return out
+
+
+def _recorded_actions(line: dict, space, catalog) -> list:
+    """The (transformation, value) of each recorded action, read from its label where the
+    record has them (`action_labels`: a catalog that grew since keeps their meaning), else
+    from its index into today's catalog; None for an action that names neither."""
+    labels = line.get("action_labels")
+    if isinstance(labels, list) and len(labels) == len(line["actions"]):
+        out = []
+        for text in labels:
+            try:
+                act = space.parse_call(str(text))
+            except Exception:  # noqa: BLE001 - not a call of this catalog
+                out.append(None)
+                continue
+            out.append((act.name, act.value) if act.kind == "transform" else
+                       (act.kind, None))
+        return out
+    return [catalog[a] if type(a) is int and 0 <= a < len(catalog) else None
+            for a in line["actions"]]
 
 
 def episode_items(lines: list[dict], tag: str, board_shapes: set) -> tuple[Items, dict]:
