@@ -170,3 +170,23 @@ def test_small_shape_configurations_are_proven_at_every_suite_shape(name, shape)
     report = check_program(TASK.bind(SPACE.program(SMALL_SHAPES[name]), SHAPES[shape]),
                            SHAPES[shape], TASK, num_sms=H200.sms)
     assert report.ok and not report.notes, report.render()
+
+
+def test_the_table_key_of_a_small_shape_configuration_recovers_it():
+    """A GPU table row names a program by its feature key (`record_gemm_table.py`); the
+    table backend recovers the configuration from it (`ConfigRecovery`) to find the row of
+    a program that executes the same: swap-AB (tile named in the output's orientation) and
+    stream-K are their own configurations, not the plain ones of the same dot."""
+    from argus_env.measure.features import extract
+    from argus_env.measure.recorded import ConfigRecovery
+    recover, sizes = ConfigRecovery(TASK), SHAPES["decode-64"]
+    keys = set()
+    for name, config in SMALL_SHAPES.items():
+        program = SPACE.program(config)
+        key = extract(TASK.bind(program, sizes), sizes, TASK, target=H200).key()
+        back = recover({"config": key})
+        assert back == config and SPACE.program(back).hash == program.hash, (name, key, back)
+        plain = dataclasses.replace(config, swap_ab=False, stream_k=False)
+        assert extract(SPACE.program(plain), sizes, TASK, target=H200).key() != key, name
+        keys.add(key)
+    assert len(keys) == len(SMALL_SHAPES)
