@@ -363,14 +363,11 @@ def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
         names = sorted(frozenset().union(*[free_names(c) for c in body]) - mine)
         cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
                      else z3.And(*body))
-    s = z3.Solver()
-    s.set("timeout", ck.query_timeout_ms())
-    s.add(*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases)))
-    r = ck.decide(s, f"every element of `{ws[0].tensor}` written")
+    r, m = ck.ask([*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases))],
+                  f"every element of `{ws[0].tensor}` written")
     if r == z3.unsat:
         return "proven", None
     if r == z3.sat:
-        m = s.model()
         return "refuted", tuple(m.eval(y, model_completion=True).as_long() for y in ys)
     return "unknown", None
 
