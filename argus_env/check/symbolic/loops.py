@@ -225,8 +225,8 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         v = merge(t == 0, init, replace(shifted, cov={}))
         # it holds the sums of the iterations before (and the initial value's), which the
         # order rules must see though the terms stay out of the body
-        sums = {n for v_ in (out, init) for n, ts in v_.cov.items()
-                if any(c.kind == "sum" for c in ts)}
+        sums = dict.fromkeys(n for v_ in (out, init) for n, ts in v_.cov.items()
+                             if any(c.kind == "sum" for c in ts))  # in order, not a set's
         tags = dict(v.tags)
         for n in sums:
             live = shifted.live()  # where the iteration before left data

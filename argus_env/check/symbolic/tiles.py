@@ -20,6 +20,7 @@ import math
 
 import z3
 
+from ..isolated import back
 from .values import axis_ranges, evaluate
 
 #: most instances `origins` enumerates
@@ -107,8 +108,10 @@ def nearest(ck, ws, y) -> tuple | None:
         cons = list(w.path) + axis_ranges(w.shape) + [w.live]
         names = frozenset().union(*[ck._var_names([c]) for c in cons + list(w.coords)])
         dist = sum(z3.If(c >= v, c - v, v - c) for c, v in zip(w.coords, y))
-        s = z3.SimpleSolver()
-        s.add(*cons, *ck._links(names))
+        # in the check's own z3 context, as every query of the check (`isolated`)
+        s = ck.scope.solver(simple=True)
+        s.add(ck.scope.into([*cons, *ck._links(names)]))
+        dist = dist.translate(ck.scope.ctx) if isinstance(dist, z3.ExprRef) else dist
         m = _check(ck, s)
         if m is None:
             continue
@@ -127,7 +130,7 @@ def nearest(ck, ws, y) -> tuple | None:
                 m, d = closer, evaluate(closer, dist)
         if d is not None and (best is None or d < best[0]):
             best = (d, m, w)
-    return None if best is None else best[1:]
+    return None if best is None else (back(best[1]), best[2])
 
 
 def _check(ck, s, keep_unknown: bool = False):

@@ -219,13 +219,13 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
         val = z3.If(cond, a.val, b.val)
     tags = {}
-    for n in set(a.tags) | set(b.tags):
+    for n in dict.fromkeys([*a.tags, *b.tags]):  # in order, not a set's (string hashing)
         ga, va = a.tags.get(n, (z3.BoolVal(False), None))
         gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
         value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
         tags[n] = (z3.If(cond, ga, gb), value)
     cov = {}
-    for n in set(a.cov) | set(b.cov):
+    for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
         cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
     return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
