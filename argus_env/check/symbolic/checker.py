@@ -45,7 +45,7 @@ REALISE_TRIES = 4
 #: resource units (`rlimit`, counted by the solver, not by the clock, so that which solver
 #: answers, and with which model, is the same on a loaded machine); about 10 ms of search.
 #: 0: no first try
-FAST_RLIMIT = 200_000
+FAST_RLIMIT = 20_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:

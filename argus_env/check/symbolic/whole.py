@@ -116,6 +116,11 @@ def block_form(ck, w):
 def _exactly_once_tiles(ck, w) -> None:
     """Two instances of one block-form write: same tile origin and a common live element."""
     bases, _ = w._block
+    if getattr(w, "_origins_distinct", False):  # proven by the same query (`_instances`)
+        ck.stmt = w.stmt
+        ck.proven(f"{w.tensor}: each element written once")
+        w._injective = True
+        return
     c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
     differ = _differ(ck, w, lambda v: v, c2)
     same_tile = w.path + [c2(p) for p in w.path] + [differ] + [b == c2(b) for b in bases]
@@ -498,8 +503,14 @@ def _instances(ck, w, guarded: bool = True) -> tuple[int | None, bool]:
     if injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
         differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
+        before = len(ck.report.undecided)
         injective = ck.solve([c1(p) for p in path] + [c2(p) for p in path] + [differ] +
                              [c1(b) == c2(b) for b in bases]) is None
+        if injective and guarded and len(used) == len(inst) and \
+                len(ck.report.undecided) == before:
+            # decided: no two instances share a tile origin, the first query of
+            # `_exactly_once_tiles` (there the instances differ in any of `inst`)
+            w._origins_distinct = True
     return count, injective
 
 
