@@ -71,6 +71,11 @@ def realize(facts: Facts, r: Routing) -> dict | None:
 def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
     """(spec, None), or (None, facts no top-k choice was found for: a core of `facts`
     where the counts problem proved it has none, else `facts`)."""
+    # in the order of their keys: the counts problem's constraints follow the facts'
+    # order, and its model (of several that may exist) follows the constraints', while
+    # the facts come in the order a z3 model lists its entries, which is no fixed one
+    facts = Facts(*[dict(sorted(d.items())) for d in (facts.sid, facts.bexp, facts.tid,
+                                                        facts.inv)])
     tried = []
     try:
         placed, sid = _placed(facts, r)
