@@ -1,4 +1,4 @@
-"""z3 queries whose answers depend on the query alone, not on the process that asks.
+"""z3 queries kept apart from the process that asks them.
 
 z3's search is steered by incidental facts: the numbering of terms in their context (the
 order of variables, of case splits, of quantifier instances) and its random seeds. The
@@ -11,12 +11,15 @@ made and freed before it changed the numbering, up to 9 s under other seeds).
 Every query of a check is therefore asked in a context of the check's own (`Scope`): its
 facts are translated there (the same terms, numbered in the order the check made its
 queries), every solver gets the same fixed seeds (`SEEDS`), and a model comes back
-translated into the global context, where the check's terms live. A check's queries, and
-so its report, are then a function of the program, the sizes and the task: alone or after
-thousands of other checks, in any thread (the checker also builds its terms in the same
-order in every process: nothing iterates over a set of names, whose order follows Python's
-per-process string hashing). Wall-clock limits are the one exception, and they only ever
-leave an answer undecided or refuse the check.
+translated into the global context, where the check's terms live. The checker also builds
+its terms in the same order in every process (nothing iterates over a set of names, whose
+order follows Python's per-process string hashing), and its first try at a query is
+bounded by z3's count of work, not by the clock. A check then asks the same queries alone
+or after thousands of other checks, in any thread, up to the first model z3 chooses
+otherwise: z3's choice among several models of one satisfiable query can still follow the
+process's heap (of 140 checks run in two orders, two named another counterexample of the
+same violation; none changed a verdict). Wall-clock limits only ever leave an answer
+undecided or refuse the check.
 """
 
 from __future__ import annotations
