@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = r
         path = error_file(task, args.hardware)
         if path is not None and "analytic" in r:
+            if path.exists():  # the held-out walk figures are another run's: kept
+                kept = json.loads(path.read_text()).get("heldout_walks")
+                if kept is not None:
+                    r["heldout_walks"] = kept
             path.write_text(json.dumps(r, indent=1, sort_keys=True) + "\n")
         print(f"{name}: {r['rows_used']} rows in {r['seconds']} s", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1232,6 +1232,9 @@ def cmd_evaluate(args) -> int:
     use_folder_hardware(args.out)
     plan = read_plan(args.out / "plan.jsonl")
     done = read_results(args.out / "results.jsonl")
+    if args.record_error and not args.to:
+        raise SystemExit("--record-error: name the evaluation's record with --to (the "
+                         "model-error files point at it)")
     ev = evaluate_heldout(plan, done)
     if not ev["rows"]:
         raise SystemExit(f"{args.out}: no held-out walk has a live figure or a table figure; "
@@ -1241,7 +1244,24 @@ def cmd_evaluate(args) -> int:
         args.to.parent.mkdir(parents=True, exist_ok=True)
         args.to.write_text(json.dumps(ev, indent=1) + "\n")
         print(f"wrote {args.to}")
+    if args.record_error:
+        # the figures every model-priced measurement on this GPU carries from now on
+        from argus_env.measure.recorded import record_heldout_error
+        from argus_env.task import get_task
+        for name, t in ev["tasks"].items():
+            where = record_heldout_error(get_task(name), HARDWARE, {
+                **t, "created": ev["created"], "commit": ev["commit"],
+                "plan_commit": ev["plan_commit"], "seed": ev["seed"],
+                "evaluation": _shown(args.to)})
+            print(f"{name}: " + (f"{_shown(where)} carries these figures" if where else
+                                 f"no model-error file for {HARDWARE} (run "
+                                 f"benchmarks/fit_cost_model.py --hardware {HARDWARE} first)"))
     return 0
+
+
+def _shown(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def use_folder_hardware(out_dir: Path) -> None:
@@ -1317,6 +1337,10 @@ def main(argv=None) -> int:
                                         "figures (CPU; after `measure --heldout`)")
     e.add_argument("--out", type=Path, required=True, help="the recording's folder")
     e.add_argument("--to", type=Path, default=None, help="write the evaluation here (JSON)")
+    e.add_argument("--record-error", action="store_true",
+                   help="make these figures the expected error that every model-priced "
+                        "measurement on this GPU carries (tasks/<task>/model_error_<gpu>."
+                        "json, `heldout_walks`); needs --to, the evaluation's record")
     e.set_defaults(fn=cmd_evaluate)
     args = ap.parse_args(argv)
     namespace()

@@ -22,6 +22,7 @@ import z3
 
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from .isolated import SEEDS, into
 from .z3guard import exclusive
 
 _CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
@@ -284,23 +285,31 @@ def realise(conds: list[Condition], real: dict, base: dict,
     want = regime(conds, real)
     named = frozenset().union(*[c.dims for c in conds]) if conds else frozenset()
     free = [d for d in base if d in real and d in named and int(base[d]) != int(real[d])]
-    opt = z3.Optimize()
-    opt.set("timeout", timeout_ms)
+    facts = []
     for d in base:
         v = size_var(d)
         if d in free:
-            opt.add(v >= 1, v <= max(int(real[d]), 1))
+            facts += [v >= 1, v <= max(int(real[d]), 1)]
         else:
-            opt.add(v == int(base[d]))
+            facts.append(v == int(base[d]))
     for c, w in zip(conds, want):
         if w is not None and all(d in base for d in c.dims):
-            opt.add(c.formula if w else z3.Not(c.formula))
-    opt.minimize(z3.Sum([size_var(d) for d in free]) if free else z3.IntVal(0))
+            facts.append(c.formula if w else z3.Not(c.formula))
+    # in a z3 context of its own, with fixed seeds: the answer depends on the problem
+    # alone, not on what the process solved before (`isolated`)
+    ctx = z3.Context()
+    opt = z3.Optimize(ctx=ctx)
+    for key, value in SEEDS:
+        opt.set(key, value)
+    opt.set("timeout", timeout_ms)
+    opt.add(into(ctx, facts))
+    total = z3.Sum([size_var(d) for d in free]) if free else z3.IntVal(0)
+    opt.minimize(total.translate(ctx))
     if opt.check() != z3.sat:
         return None
     m = opt.model()
-    return {d: (m.eval(size_var(d), model_completion=True).as_long() if d in free
-                else int(base[d])) for d in base}
+    return {d: (m.eval(size_var(d).translate(ctx), model_completion=True).as_long()
+                if d in free else int(base[d])) for d in base}
 
 
 __all__ = ["Condition", "conditions", "realise", "regime"]

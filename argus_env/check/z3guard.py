@@ -13,8 +13,10 @@ held for the session's length. `install()` wraps z3's release functions (`Z3_*de
 `Z3_del_*`): a release from the session's own thread goes straight through (one thread's
 calls are serial); one from any other thread takes the lock if it is free, and otherwise is
 queued and made by the session's thread before its session ends. Two sessions in two
-threads run one after the other. Installed when `argus_env.check` is imported, before any
-expression is made; it changes no result (`tests/check/test_z3_threads.py`).
+threads run one after the other. A check asks its queries in a z3 context of its own
+(`isolated`): where that context is deleted, the releases queued for it are made first.
+Installed when `argus_env.check` is imported, before any expression is made; it changes no
+result (`tests/check/test_z3_threads.py`).
 """
 
 from __future__ import annotations
@@ -44,14 +46,26 @@ def _guarded(f):
     # what a release needs is bound here: at interpreter exit z3's objects are freed after
     # this module's globals are gone
     state, lock, pending, get_ident = _state, LOCK, _pending, threading.get_ident
+    # a context of its own per check (`isolated`): a release of one of its terms queued
+    # from another thread must be made before the context is deleted, never after
+    deletes_context = getattr(f, "__name__", "") == "Z3_del_context"
+
+    def call(args):
+        while deletes_context and pending:
+            g, queued = pending.popleft()
+            try:
+                g(*queued)
+            except Exception:  # as in `_drain`
+                pass
+        return f(*args)
 
     @functools.wraps(f)
     def release(*args):
         if state["owner"] == get_ident():  # the session's own thread: serial with its queries
-            return f(*args)
+            return call(args)
         if lock.acquire(blocking=False):
             try:
-                return f(*args)
+                return call(args)
             finally:
                 lock.release()
         pending.append((f, args))     # another thread is in z3: it makes the call

@@ -158,12 +158,11 @@ class TableBackend(Backend):
         the rows the GPU found numerically wrong."""
         table = self.table(task)
         if "numerics" not in table:
-            classify = getattr(task, "numerics_class", None)
             out: dict = {}
-            for r in table["rows"].values() if classify is not None else ():
+            for r in table["rows"].values():
                 if r.get("ok") == "True" or not r.get("error", "").startswith("mismatch"):
                     continue
-                cls = classify(r.get("config", ""))
+                cls = task.numerics_class(r.get("config", ""))
                 if cls is None:
                     continue
                 sizes = {d: int(r[d]) for d in task.size_names() if r.get(d, "") != ""}
@@ -177,8 +176,7 @@ class TableBackend(Backend):
         found the class wrong at a shape whose output has at most as many elements as this
         one's (`Task.numerics_class`), so the model, which cannot see numerics, does not
         price it. None where no such row exists."""
-        classify = getattr(task, "numerics_class", None)
-        cls = classify(f.key()) if classify is not None else None
+        cls = task.numerics_class(f.key())
         if cls is None:
             return None
         elements = task.output_elements(sizes)
@@ -186,11 +184,10 @@ class TableBackend(Backend):
         if not seen:
             return None
         n, shape, error = min(seen)
-        table = self.table(task)
         return Measurement("table", False, error=(
             f"not priced: programs of this numerics class ({cls}) were numerically wrong on "
             f"the GPU at {shape} ({n:,} output elements, this shape has {elements:,}): "
-            f"{error}"), details={"status": "mismatch", "table": table["path"],
+            f"{error}"), details={"status": "mismatch", "table": self.table(task)["path"],
                                   "table_miss": True, "inherited": {"class": cls,
                                                                     "shape": shape}})
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -97,7 +98,12 @@ class ConfigRecovery:
             self._by_summary = {}
             base = self.space.baseline()
             if hasattr(base, "summary"):
-                for c in self.space.configurations():
+                # every transformation's values and the baseline's own (a baseline field
+                # such as attention's `stages=None` is no value of its transformation)
+                fields = [(t.field, tuple(dict.fromkeys((*t.values, getattr(base, t.field)))))
+                          for t in self.space.transforms]
+                for values in itertools.product(*(v for _, v in fields)):
+                    c = dataclasses.replace(base, **{f: v for (f, _), v in zip(fields, values)})
                     self._by_summary.setdefault(c.summary(), c)
         return self._by_summary.get(text)
 
@@ -121,20 +127,54 @@ def _recorded(path: str) -> dict | None:
 
 
 def expected_error(task, hardware: str = "h200") -> dict | None:
-    """The analytic model's recorded error for `task` on `hardware` (median and 90th
-    percentile |log(model / measured)| over the task's tables, within-shape Spearman,
-    how many rows), or None when none was recorded."""
+    """The analytic model's recorded error for `task` on `hardware`: median and 90th
+    percentile |log(model / measured)|, within-shape Spearman, how many programs, or None
+    when none was recorded.
+
+    Where random legal walks the tables never held were timed on that GPU
+    (`record_programs.py evaluate --record-error`, the file's `heldout_walks`), those
+    figures are the expected error (`basis: "held-out walks"`): they are what an agent's
+    model-priced programs meet, while the fit on the tables' own rows
+    (`basis: "recorded rows"`, kept under `on_recorded_rows`) sees only the programs
+    someone chose to record, and understates it."""
     path = error_file(task, hardware)
     data = _recorded(str(path)) if path is not None else None
     if not data or "analytic" not in data:
         return None
     a = data["analytic"]
-    return {"median_abs_log_error": a["median_abs_log_error"],
+    rows = {"median_abs_log_error": a["median_abs_log_error"],
             "p90_abs_log_error": a["p90_abs_log_error"],
             "spearman_within_shape": a["spearman_within_shape"],
             "programs": a["programs"], "recorded": data.get("created"),
-            "source": f"{path.parent.name}/{path.name}"}
+            "source": f"{path.parent.name}/{path.name}", "basis": "recorded rows"}
+    walks = data.get("heldout_walks")
+    if not walks or walks.get("median_abs_log_error") is None:
+        return rows
+    return {"median_abs_log_error": walks["median_abs_log_error"],
+            "p90_abs_log_error": walks["p90_abs_log_error"],
+            "spearman_within_shape": walks["spearman_within_shape"],
+            "programs": walks["model_priced_with_live"], "recorded": walks.get("created"),
+            "source": f"{path.parent.name}/{path.name}", "basis": "held-out walks",
+            "on_recorded_rows": {k: rows[k] for k in ("median_abs_log_error",
+                                                     "p90_abs_log_error",
+                                                     "spearman_within_shape", "programs")}}
+
+
+def record_heldout_error(task, hardware: str, figures: dict) -> Path | None:
+    """Write one task's held-out walk figures (`figures`: the task's entry of a
+    `record_programs.py evaluate` result, with its provenance) into its model-error file
+    as `heldout_walks`, keeping the rest of the file. Returns the file, or None where the
+    task has no model-error file to hold it (nothing fitted on that GPU's tables)."""
+    path = error_file(task, hardware)
+    if path is None or not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    data["heldout_walks"] = figures
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    _recorded.cache_clear()
+    return path
 
 
 __all__ = ["ConfigRecovery", "LEGACY_FIELDS", "config_from_text", "error_file", "expected_error",
+           "record_heldout_error",
            "parse_config_text", "table_paths"]

@@ -63,9 +63,10 @@ class GemmTask(Task):
         split, whatever the tiles: the GPU found such programs wrong at a few of millions
         of elements (8 splits on the H200; 4 and 8 on the H100), far past the interpreter's
         reduced shapes. Other configurations round once, at the store."""
-        fields = dict(part.split("=", 1) for part in config_key.split(",") if "=" in part)
-        split = int(fields.get("split_k", "1") or 1)
-        if split > 1 and fields.get("atomic_output") == "True":
+        from argus_env.measure.recorded import parse_config_text
+        fields = parse_config_text(config_key) or {}
+        split = int(fields.get("split_k", 1))
+        if split > 1 and fields.get("atomic_output") is True:
             return f"split_k={split},atomic_output=True"
         return None
 

@@ -32,6 +32,8 @@ try:
     import z3
 except ImportError:  # pragma: no cover - a machine that only measures
     z3 = None
+else:
+    from argus_env.check.isolated import Scope, back
 
 
 @dataclass
@@ -69,6 +71,11 @@ def realize(facts: Facts, r: Routing) -> dict | None:
 def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
     """(spec, None), or (None, facts no top-k choice was found for: a core of `facts`
     where the counts problem proved it has none, else `facts`)."""
+    # in the order of their keys: the counts problem's constraints follow the facts'
+    # order, and its model (of several that may exist) follows the constraints', while
+    # the facts come in the order a z3 model lists its entries, which is no fixed one
+    facts = Facts(*[dict(sorted(d.items())) for d in (facts.sid, facts.bexp, facts.tid,
+                                                        facts.inv)])
     tried = []
     try:
         placed, sid = _placed(facts, r)
@@ -170,12 +177,11 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
 
     def open_to(e, lo, hi):  # tokens in [lo, hi) that expert e may take
         return (hi - lo) - sum(1 for t in full if lo <= t < hi and e not in rows[t])
-    s = track.solver
     c = {e: z3.Int(f"count{e}") for e in named}
     nb = {e: z3.Int(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
     for e in named:
-        s.add(c[e] >= 0, nb[e] >= 0, nb[e] <= r.run_blocks,
-              c[e] <= nb[e] * BM, c[e] > (nb[e] - 1) * BM)
+        track.plain(c[e] >= 0, nb[e] >= 0, nb[e] <= r.run_blocks,
+                    c[e] <= nb[e] * BM, c[e] > (nb[e] - 1) * BM)
         track.add(c[e] <= open_to(e, 0, T), closed)
     rest = Routing(BM, T - len(full), r.topk, r.experts, r.rows)  # an expert no fact names
     groups, start, acc, pairs = [], {}, z3.IntVal(0), []
@@ -191,7 +197,7 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
             start[hi] = acc
             acc, pairs = acc + nb[hi], pairs + [c[hi]]
     used = acc
-    s.add(z3.Sum(pairs) == r.pad, used <= r.blocks)
+    track.plain(z3.Sum(pairs) == r.pad, used <= r.blocks)
     for b, e in facts.bexp.items():
         track.add(b >= used if e < 0 else z3.And(start[e] <= b, b < start[e] + nb[e]),
                   [("bexp", b)])
@@ -224,8 +230,8 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     _forced_fit(track, facts, placed, ranks, c, r, open_to, closed)
     _windows(track, facts, placed, ranks, c, groups, r, rows, open_to)
     for spec in tried:  # counts and ranks the fill found no tokens for
-        s.add(z3.Or(*[c[e] != spec["counts"][e] for e in named],
-                    *[ranks[(t, k)] != rank for t, k, _, rank in spec["anchors"]]))
+        track.plain(z3.Or(*[c[e] != spec["counts"][e] for e in named],
+                          *[ranks[(t, k)] != rank for t, k, _, rank in spec["anchors"]]))
     m = track.check()
 
     def val(x):
@@ -246,11 +252,12 @@ TIMEOUT_MS, RETRY_TIMEOUT_MS = 2000, 10000
 
 
 class _Track:
-    """The counts problem's solver, its constraints labelled by the facts they come from."""
+    """The counts problem, its constraints labelled by the facts they come from. It is
+    solved in a z3 context of its own with fixed seeds (`check`), so that its answer
+    depends on the problem alone, not on what the process solved before."""
 
     def __init__(self, facts: Facts, placed: dict, sid: dict, r: Routing):
-        self.solver = z3.Solver()
-        self.solver.set("timeout", TIMEOUT_MS)
+        self.constraints: list = []
         self.facts, self.placed, self.sid, self.r = facts, placed, sid, r
         self.labels: dict = {}   # label name -> (fact key, Bool)
 
@@ -261,12 +268,17 @@ class _Track:
             self.labels[name] = (key, z3.Bool(name))
         return self.labels[name][1]
 
+    def plain(self, *constraints) -> None:
+        """Constraints of no fact (the problem's own)."""
+        self.constraints.extend(constraints)
+
     def add(self, constraint, keys) -> None:
+        """A constraint that holds where the facts `keys` are assumed."""
         keys = list(dict.fromkeys(keys))
         if not keys:
-            self.solver.add(constraint)
+            self.constraints.append(constraint)
             return
-        self.solver.add(z3.Implies(z3.And(*[self.label(k) for k in keys]), constraint))
+        self.constraints.append(z3.Implies(z3.And(*[self.label(k) for k in keys]), constraint))
 
     def tokens(self, full) -> list:
         """The facts naming the experts of tokens `full`."""
@@ -275,14 +287,26 @@ class _Track:
                       if tk[0] in full and tk not in self.placed]
 
     def check(self):
-        assumptions = [b for _, b in self.labels.values()]
-        answer = self.solver.check(*assumptions)
+        """A model of the counts problem (of the global context's terms); raises
+        `Unrealisable` with the facts of an unsatisfiable core, or without a core (None)
+        when z3 did not decide it."""
+        scope = Scope()   # the problem's own context: its terms translated there
+        solver = scope.solver()
+        solver.set("timeout", TIMEOUT_MS)
+        # Ctrl-C is left to Python (raised as the query returns): with assumptions z3 names
+        # a timeout and an interruption alike ("canceled"), and neither is an answer
+        solver.set("ctrl_c", False)
+        solver.add(scope.into(self.constraints))
+        assumptions = [scope.into([b]) for _, b in self.labels.values()]
+        answer = solver.check(*assumptions)
         if answer == z3.unknown:   # out of time on a loaded machine, not unrealisable:
-            self.solver.set("timeout", RETRY_TIMEOUT_MS)   # once more, with longer
-            answer = self.solver.check(*assumptions)
+            solver.set("timeout", RETRY_TIMEOUT_MS)   # once more, with longer
+            answer = solver.check(*assumptions)
         if answer == z3.sat:
-            return self.solver.model()
-        core = {str(b) for b in self.solver.unsat_core()} if assumptions else set()
+            return back(solver.model())
+        if answer == z3.unknown:   # undecided: no core, the facts are not shown to have none
+            raise Unrealisable(f"the counts problem is undecided ({solver.reason_unknown()})")
+        core = {str(b) for b in solver.unsat_core()} if assumptions else set()
         raise Unrealisable("no counts place the facts",
                            self.facts_of([k for n, (k, _) in self.labels.items() if n in core]))
 

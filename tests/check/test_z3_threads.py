@@ -89,3 +89,18 @@ def test_z3_objects_freed_after_the_guard_module_is_gone_are_released_quietly():
     proc = subprocess.run([sys.executable, "-c", EXIT], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "Exception ignored" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_releases_queued_for_a_context_are_made_before_it_is_deleted():
+    """A check's own z3 context (`argus_env.check.isolated`): terms of it freed by another
+    thread during a session are released as the context is deleted, before it (a release
+    on a deleted context reads freed memory), not at the session's end after it."""
+    with z3guard.session():
+        ctx = z3.Context()
+        held = [z3.Int("x_ctx_test", ctx) + 1, z3.Int("y_ctx_test", ctx) * 2]
+        t = threading.Thread(target=held.clear)
+        t.start()
+        t.join()
+        assert len(z3guard._pending) == 2  # queued: the session's thread makes them
+        ctx = None  # the last reference: the context is deleted here, in the session
+        assert not z3guard._pending

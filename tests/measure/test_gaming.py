@@ -304,3 +304,48 @@ def test_a_smaller_output_than_any_failure_is_still_priced():
 def test_the_h100_tables_add_their_own_failures():
     failures = TableBackend("h100").numerics_failures(GEMM)
     assert {"split_k=4,atomic_output=True", "split_k=8,atomic_output=True"} <= set(failures)
+
+
+AXIS1_SPLIT = '''from argus_env import dsl as A
+
+
+@A.kernel(num_warps=4)
+def gemm(
+    a: A.Tensor[A.bf16, "M", "K"],
+    b: A.Tensor[A.bf16, "K", "N"],
+    c: A.Tensor[A.bf16, "M", "N"],
+    BM: A.const = 128,
+    BN: A.const = 32,
+    BK: A.const = 64,
+    SPLIT_K: A.const = 8,
+):
+    A.grid(A.cdiv(M, BM) * A.cdiv(N, BN), SPLIT_K)
+    num_pid_n = A.cdiv(N, BN)
+    tile = A.program_id(0)
+    rows = tile // num_pid_n * BM + A.arange(BM)
+    cols = tile % num_pid_n * BN + A.arange(BN)
+    pid_k = A.program_id(1)
+    k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK
+    k_lo = pid_k * k_per_split
+    k_hi = A.minimum(k_lo + k_per_split, K)
+    acc = A.zeros((BM, BN), A.f32)
+    for k in A.range(k_lo, k_hi, BK, stages=4):
+        ks = k + A.arange(BK)
+        a_tile = A.load(a[rows, ks], mask=(rows < M, ks < k_hi), other=0.0)
+        b_tile = A.load(b[ks, cols], mask=(ks < k_hi, cols < N), other=0.0)
+        acc = A.dot(a_tile, b_tile, acc)
+    A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(k_lo, k_hi))
+    A.atomic_add(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))
+'''
+
+
+def test_moving_the_split_to_another_grid_axis_keeps_the_numerics_class():
+    """The attempt: the same 8-split bf16 atomic combine with the split on grid axis 1
+    (the features once read a split only on axis 2, so it was priced as unsplit)."""
+    from argus_env.dsl import parse_program
+    sizes = {"M": 3000, "N": 5000, "K": 2000}
+    program = parse_program(AXIS1_SPLIT)
+    program = program if isinstance(program, Program) else Program(program)
+    m = TableBackend("h200").measure(program, sizes, GEMM)
+    assert not m.ok and m.details["inherited"]["class"] == "split_k=8,atomic_output=True", \
+        m.to_dict()

@@ -53,7 +53,18 @@ def test_ctrl_c_stops_argus_run_promptly_and_writes_no_record(tmp_path):
     assert not list(out.glob("*")), f"a record was left behind: {list(out.glob('*'))}"
 
 
-def test_a_ctrl_c_that_a_finaliser_swallows_is_still_noted():
+@pytest.fixture
+def default_sigint():
+    """SIGINT as a fresh `argus run` process has it (Python's default handler), whatever an
+    earlier test in this process left installed; restored afterwards."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_ctrl_c_that_a_finaliser_swallows_is_still_noted(default_sigint):
     """Python prints and drops an exception raised in a `__del__`: a Ctrl-C landing there
     (a z3 object freed by the garbage collector) must still stop `argus run` at its next
     step, through the latch the run checks."""

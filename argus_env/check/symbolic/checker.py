@@ -24,6 +24,7 @@ from ...dsl.program import Program
 from ...dsl.semantic import launches
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
+from ..isolated import Scope, back
 from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
@@ -40,6 +41,30 @@ DEFAULT_NUM_SMS = 132  # an H200
 QUERY_FLOOR_MS = 200
 #: models asked for one counterexample while the pack finds them unrealisable
 REALISE_TRIES = 4
+#: the work a query's first try may do, by z3's SMT core alone (`Checker.ask`), in z3's
+#: resource units (`rlimit`, counted by the solver, not by the clock, so that which solver
+#: answers, and with which model, is the same on a loaded machine); about 10 ms of search.
+#: 0: no first try
+FAST_RLIMIT = 20_000
+
+
+def fast_solver(scope: Scope) -> z3.Solver:
+    """z3's SMT core without the default solver's tactic preprocessing: one per check,
+    each query in a scope of its own (push, ask, pop), so the core is set up once. It
+    leaves Ctrl-C to Python (`ctrl_c` off): its `unknown` is never an interruption (the
+    SMT core names a timeout, an exhausted resource limit and a Ctrl-C alike,
+    "canceled"), and a Ctrl-C during its short query raises `KeyboardInterrupt` as the
+    query returns."""
+    s = scope.solver(simple=True)
+    s.set("ctrl_c", False)
+    s.set("rlimit", FAST_RLIMIT)
+    return s
+
+
+def _interrupted(reason: str) -> None:
+    """z3 answers Ctrl-C by cancelling the query: an interruption, not an answer."""
+    if "interrupted" in reason or "canceled" in reason:
+        raise KeyboardInterrupt(f"invariant check interrupted ({reason})")
 
 
 class Checker:
@@ -107,6 +132,9 @@ class Checker:
         self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
+        #: the check's own z3 context: every query is asked there (`isolated`)
+        self.scope = Scope()
+        self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
@@ -125,25 +153,28 @@ class Checker:
                                f"program checks faster", self._line())
         return max(1, min(self.timeout_ms, int(left_ms)))
 
-    def solve(self, constraints, what: str | None = None) -> z3.ModelRef | None:
+    def solve(self, constraints, what: str | None = None, realise: bool = False) \
+            -> z3.ModelRef | None:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
-        that asked), so that the report cannot be `proven`."""
-        s = z3.Solver()
-        s.set("timeout", self.query_timeout_ms())
+        that asked), so that the report cannot be `proven`. `realise`: the model goes to
+        the pack's `exclude` hook (`ask`)."""
         constraints = list(constraints)
         self._qnames = self._var_names(constraints) if self.linear or self.past_linear \
             else frozenset()
-        s.add(*constraints, *self._links(self._qnames))
+        facts = [*constraints, *self._links(self._qnames)]
         if self.pack is not None and self.pack.axioms is not None:
-            s.add(*self.pack.axioms(self, constraints))  # e.g. a host step's postconditions
+            facts += self.pack.axioms(self, constraints)  # e.g. a host step's postconditions
         t0 = time.perf_counter()
-        r = self.decide(s, what or _asker())
+        # with a pack that realises counterexamples, every model comes from the default
+        # solver (`ask`): the models of other queries choose the terms later queries
+        # are made of, and so which models the realiser is given
+        realise = realise or (self.pack is not None and self.pack.exclude is not None)
+        r, model = self.ask(facts, what or _asker(), realise)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         if r != z3.sat:
             return None
-        model = s.model()
         if len(self._asked) >= 16:
             self._asked.pop(next(iter(self._asked)))
         self._asked[id(model)] = (model, constraints)
@@ -158,7 +189,8 @@ class Checker:
         of it is then undecided, not reported), None when there is none."""
         rule = self.pack.exclude if self.pack is not None else None
         constraints = list(constraints)
-        m = self.solve(constraints, what)
+        real = rule is not None
+        m = self.solve(constraints, what, real)
         for _ in range(REALISE_TRIES - 1 if rule is not None else 0):
             if m is None:
                 return None
@@ -168,11 +200,11 @@ class Checker:
             implied, narrowing = out
             if implied:  # true of every input: the query is the same, only sharper
                 constraints = constraints + list(implied)
-                m = self.solve(constraints, what)
+                m = self.solve(constraints, what, real)
                 continue
             if narrowing is None:
                 return m
-            again = self.solve(constraints + [narrowing], what)
+            again = self.solve(constraints + [narrowing], what, real)
             if again is None:
                 return m
             constraints, m = constraints + [narrowing], again
@@ -184,18 +216,57 @@ class Checker:
         hit = self._asked.get(id(model))
         return hit[1] if hit is not None and hit[0] is model else None
 
-    def decide(self, s: z3.Solver, what: str) -> z3.CheckSatResult:
-        """`s.check()`, counted; `unknown` becomes an undecided obligation named `what`.
-        z3 answers Ctrl-C by cancelling the query (`unknown`): that is re-raised as
-        `KeyboardInterrupt`, never taken for an answer."""
+    def ask(self, facts, what: str, realise: bool = False) \
+            -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """Whether `facts` hold together, and a model of them when they do: counted as one
+        query; `unknown` becomes an undecided obligation named `what`.
+
+        The query is asked in the check's own z3 context (`self.scope`, `isolated`): the
+        facts translated there, every solver with fixed seeds, the model translated back;
+        so its answer depends on the query alone, not on what the process did before.
+
+        It goes first to z3's SMT core alone (`fast_solver`, in a scope of its own), for at
+        most `FAST_RLIMIT` units of work: most of a check's queries are small linear ones
+        it answers in well under a millisecond, where the default solver's preprocessing
+        costs more than the answer. Its `sat` or `unsat` is the answer (the same z3
+        decides it); what it leaves `unknown` (its work limit, a theory it cannot decide)
+        is asked of the default solver with the query's whole budget, and only that
+        solver's `unknown` leaves the obligation undecided. With `realise` (a model the
+        pack's `exclude` hook judges: a pack may search for the inputs that realise the
+        facts a model fixes), the fast try answers only `unsat`: a model comes from the
+        default solver, whose models those searches are made for. z3 answers Ctrl-C
+        during the default solver's query by cancelling it (`unknown`): that is re-raised
+        as `KeyboardInterrupt`, never taken for an answer."""
+        budget = self.query_timeout_ms()
         self.report.queries += 1
+        facts = self.scope.into(facts)  # one formula of the check's own context
+        if FAST_RLIMIT > 0:
+            if self._fast is None:
+                self._fast = fast_solver(self.scope)
+            fast = self._fast
+            fast.set("timeout", budget)  # the work limit ends it long before, but a bound
+            fast.push()
+            try:
+                fast.add(facts)
+                r = fast.check()
+                model = fast.model() if r == z3.sat else None
+            finally:
+                fast.pop()
+            if r == z3.unsat or (r == z3.sat and not realise):
+                return r, back(model) if model is not None else None
+            if r == z3.unknown:
+                self._fast = None  # a cancelled search: the next query starts a fresh solver
+            budget = self.query_timeout_ms()
+        s = self.scope.solver()
+        s.set("timeout", budget)
+        s.add(facts)
         r = s.check()
         if r == z3.unknown:
             reason = s.reason_unknown()
-            if "interrupted" in reason or "canceled" in reason:
-                raise KeyboardInterrupt(f"invariant check interrupted ({reason})")
+            _interrupted(reason)
             self.undecided(what, f"the solver answered unknown: {reason}")
-        return r
+            return r, None
+        return r, back(s.model()) if r == z3.sat else None
 
     def undecided(self, what: str, reason: str) -> None:
         """Record an obligation neither proven nor refuted (once per obligation and line)."""
@@ -214,7 +285,7 @@ class Checker:
         out = []
         for pid, t, v, _, link in self.linear + self.past_linear:
             vname = v.decl().name()
-            for name in names:
+            for name in sorted(names):  # the same order in every process
                 if not name.startswith(vname):
                     continue
                 suffix = name[len(vname):]
@@ -310,6 +381,13 @@ class Checker:
 
     # ------------------------------------------------------------ program
     def run(self) -> InvariantReport:
+        try:
+            return self._run()
+        finally:  # the check's z3 context goes with its last query (`isolated`)
+            self._fast = None
+            self.scope.close()
+
+    def _run(self) -> InvariantReport:
         t0 = time.perf_counter()
         for p in self.kernel.params:
             if p.kind == "const":
@@ -424,7 +502,7 @@ class Checker:
         self.stmt = s
         self.env = dict(before)
         then, other = results
-        for name in set(then) & set(other):
+        for name in [n for n in then if n in other]:  # in order, not a set's
             if then[name] is not other[name]:
                 self.env[name] = merge(cond, then[name], other[name])
 
@@ -498,7 +576,7 @@ _OBLIGATIONS = {
 def _asker() -> str:
     """The obligation a solver query belongs to, named after the rule that made it."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_name in ("find", "solve", "decide"):
+    while frame is not None and frame.f_code.co_name in ("find", "solve", "ask"):
         frame = frame.f_back
     name = frame.f_code.co_name if frame is not None else "?"
     return _OBLIGATIONS.get(name, f"a solver query of rule `{name.strip('_')}`")

@@ -89,17 +89,23 @@ def _grid_stride(ck, start, stop, step, t, valid):
     is added to a query only when it mentions pid or t (`Checker.solve`). This keeps the
     solver's work on persistent tile maps as small as on a plain grid."""
     s = const_value(step)
+    # the index's range, 0 <= v < stop, is stated on the loop's path; as the variable's
+    # range it also bounds the terms built from it (`solver.interval`): a swizzle's
+    # group size min(tiles_m - first_m, GROUP_M) divides as the constants it can be,
+    # not as a term (nonlinear, and slower the larger the sizes)
+    hi = interval(stop, ck.vars)
+    hi = max(hi[1], 1) if hi is not None else None
     for axis, pid in enumerate(ck.pids):
         if not z3.simplify(start).eq(pid):
             continue
         if s is not None and s == ck.grid[axis] and s:
-            v = ck.vars.fresh(f"linear", "iter", 0, None)
+            v = ck.vars.fresh(f"linear", "iter", 0, hi)
             ck.linear.append((pid, t, v, s, [v == pid + t * s, valid(t)]))
             return v
         if s is None and ck.grid[axis] is None and \
                 z3.simplify(step).eq(z3.simplify(ck.grid_terms[axis])):
             # the stride is the launch's extent, which depends on a size: the same pairing
-            v = ck.vars.fresh(f"linear", "iter", 0, None)
+            v = ck.vars.fresh(f"linear", "iter", 0, hi)
             ck.linear.append((pid, t, v, step, [v == pid + t * step, valid(t)]))
             return v
     return None
@@ -219,8 +225,8 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         v = merge(t == 0, init, replace(shifted, cov={}))
         # it holds the sums of the iterations before (and the initial value's), which the
         # order rules must see though the terms stay out of the body
-        sums = {n for v_ in (out, init) for n, ts in v_.cov.items()
-                if any(c.kind == "sum" for c in ts)}
+        sums = dict.fromkeys(n for v_ in (out, init) for n, ts in v_.cov.items()
+                             if any(c.kind == "sum" for c in ts))  # in order, not a set's
         tags = dict(v.tags)
         for n in sums:
             live = shifted.live()  # where the iteration before left data

@@ -253,7 +253,7 @@ def _where(ck, e):
     if z3.is_true(known) or z3.is_false(known):  # decided at these sizes: that side only
         return x if z3.is_true(known) else y
     tags = {}
-    for n in set(x.tags) | set(y.tags):
+    for n in dict.fromkeys([*x.tags, *y.tags]):  # in order, not a set's (string hashing)
         gx, vx = x.tags.get(n, (FALSE, None))
         gy, vy = y.tags.get(n, (FALSE, None))
         # where only one side carries the tag, its guard says where: keep its value plain

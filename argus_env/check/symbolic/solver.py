@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import z3
 
+from .values import substitution
+
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
 
@@ -58,8 +60,7 @@ class Vars:
                 self.vars[f"{name}{suffix}"] = Var(twin, v.kind, v.lo, v.hi, True)
                 pairs.append((v.expr, twin))
 
-        def copy(e):
-            return z3.substitute(e, *pairs) if pairs and e is not None else e
+        copy = substitution(pairs)
         copy.pairs = pairs
         return copy
 

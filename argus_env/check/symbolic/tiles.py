@@ -20,6 +20,7 @@ import math
 
 import z3
 
+from ..isolated import back
 from .values import axis_ranges, evaluate
 
 #: most instances `origins` enumerates
@@ -124,24 +125,54 @@ def missing_origin(sizes, blocks, reached: set[tuple]) -> tuple | None:
 
 def nearest(ck, ws, y) -> tuple | None:
     """(model, write) of the element written closest to `y` (L1 distance of coordinates),
-    or None when no write has a live element or the query is undecided."""
+    or None when no write has a live element or the query is undecided.
+
+    The least distance is found by bisection on one incremental solver (a live element
+    first, then `distance <= d` for halving d): z3's optimiser took up to hundreds of
+    milliseconds on these small problems. Every model is a live element of the write;
+    where a bound is left undecided the closest one found so far is named."""
     best = None
     for w in ws:
-        opt = z3.Optimize()
-        opt.set("timeout", ck.query_timeout_ms())
         cons = list(w.path) + axis_ranges(w.shape) + [w.live]
         names = frozenset().union(*[ck._var_names([c]) for c in cons + list(w.coords)])
-        opt.add(*cons, *ck._links(names))
         dist = sum(z3.If(c >= v, c - v, v - c) for c, v in zip(w.coords, y))
-        opt.minimize(dist)
-        ck.report.queries += 1
-        if opt.check() != z3.sat:
+        # in the check's own z3 context, as every query of the check (`isolated`)
+        s = ck.scope.solver(simple=True)
+        s.add(ck.scope.into([*cons, *ck._links(names)]))
+        dist = dist.translate(ck.scope.ctx) if isinstance(dist, z3.ExprRef) else dist
+        m = _check(ck, s)
+        if m is None:
             continue
-        m = opt.model()
-        d = evaluate(m, dist)
+        d, lo = evaluate(m, dist), 0
+        while d is not None and lo < d:
+            mid = (lo + d) // 2
+            s.push()
+            s.add(dist <= mid)
+            closer = _check(ck, s, keep_unknown=True)
+            s.pop()
+            if closer is False:  # undecided: keep the closest found
+                break
+            if closer is None:
+                lo = mid + 1
+            else:
+                m, d = closer, evaluate(closer, dist)
         if d is not None and (best is None or d < best[0]):
             best = (d, m, w)
-    return None if best is None else best[1:]
+    return None if best is None else (back(best[1]), best[2])
+
+
+def _check(ck, s, keep_unknown: bool = False):
+    """The model of one query of `nearest` (counted), None when there is none; False when
+    undecided and `keep_unknown`, else None then too."""
+    s.set("timeout", ck.query_timeout_ms())
+    ck.report.queries += 1
+    r = s.check()
+    if r == z3.sat:
+        return s.model()
+    if r == z3.unknown and ("interrupted" in s.reason_unknown() or
+                            "canceled" in s.reason_unknown()):
+        raise KeyboardInterrupt(f"invariant check interrupted ({s.reason_unknown()})")
+    return False if r == z3.unknown and keep_unknown else None
 
 
 __all__ = ["LIMIT", "instances", "live_instances", "origin_at", "missing_origin", "nearest", "origins"]

@@ -84,9 +84,34 @@ class SV:
 
 
 def subst(e, pairs):
+    """`e` with each `(old, new)` of `pairs` replaced simultaneously (`z3.substitute`)."""
     if e is None or not pairs:
         return e
-    return z3.substitute(e, *pairs)
+    return substitution(pairs)(e)
+
+
+def substitution(pairs):
+    """The function `e -> e` with each `(old, new)` of `pairs` replaced simultaneously:
+    `z3.substitute`, with the pairs' arrays built once for every term it is applied to
+    and without the Python-side sort checks per call (z3's C API refuses a pair of two
+    sorts itself: `Z3Exception`). None stays None."""
+    pairs = list(pairs)
+    n = len(pairs)
+    if not n:
+        return lambda e: e
+    src, dst = (_Ast * n)(), (_Ast * n)()
+    for i, (a, b) in enumerate(pairs):
+        src[i], dst[i] = a.as_ast(), b.as_ast()
+
+    def apply(e):
+        if e is None:
+            return None
+        if not isinstance(e, z3.ExprRef):
+            return z3.substitute(e, *pairs)
+        ctx = e.ctx
+        return _to_expr_ref(_substitute(ctx.ref(), e.as_ast(), n, src, dst), ctx)
+    apply.pairs = pairs  # keeps the terms of the arrays alive
+    return apply
 
 
 def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
@@ -116,7 +141,7 @@ def align(v: SV, shape: tuple[int, ...]) -> SV:
         target = z3.IntVal(0) if n == 1 and shape[i + off] != 1 else AXES[i + off]
         if not target.eq(AXES[i]):
             pairs.append((AXES[i], target))
-    out = v.map(lambda e: subst(e, pairs))
+    out = v.map(substitution(pairs))
     out.shape = shape
     return out
 
@@ -124,7 +149,7 @@ def align(v: SV, shape: tuple[int, ...]) -> SV:
 def move_axes(v: SV, mapping: dict[int, int], shape: tuple[int, ...]) -> SV:
     """Rename axis i of `v` to axis mapping[i] (simultaneously); result has `shape`."""
     pairs = [(AXES[i], AXES[j]) for i, j in mapping.items() if i != j]
-    out = v.map(lambda e: subst(e, pairs))
+    out = v.map(substitution(pairs))
     out.shape = shape
     return out
 
@@ -181,6 +206,7 @@ _ast_id, _ast_kind = _raw(_core.Z3_get_ast_id), _raw(_core.Z3_get_ast_kind)
 _num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg)
 _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
 _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
+_substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
 
 
 def depends_on(e, var) -> bool:
@@ -199,13 +225,13 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
         val = z3.If(cond, a.val, b.val)
     tags = {}
-    for n in set(a.tags) | set(b.tags):
+    for n in dict.fromkeys([*a.tags, *b.tags]):  # in order, not a set's (string hashing)
         ga, va = a.tags.get(n, (z3.BoolVal(False), None))
         gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
         value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
         tags[n] = (z3.If(cond, ga, gb), value)
     cov = {}
-    for n in set(a.cov) | set(b.cov):
+    for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
         cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
     return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)

@@ -117,6 +117,11 @@ def block_form(ck, w):
 def _exactly_once_tiles(ck, w) -> None:
     """Two instances of one block-form write: same tile origin and a common live element."""
     bases, _ = w._block
+    if getattr(w, "_origins_distinct", False):  # proven by the same query (`_instances`)
+        ck.stmt = w.stmt
+        ck.proven(f"{w.tensor}: each element written once")
+        w._injective = True
+        return
     c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
     differ = _differ(ck, w, lambda v: v, c2)
     same_tile = w.path + [c2(p) for p in w.path] + [differ] + [b == c2(b) for b in bases]
@@ -169,6 +174,10 @@ def _exactly_once_write(ck, w, w2) -> None:
     same = w is w2
     if same and block_form(ck, w) is not None:
         return _exactly_once_tiles(ck, w)
+    if id(w2) in _distinct_from(w):  # already proven, by the same query (`_distinct_elements`)
+        ck.stmt = w.stmt
+        ck.proven(f"{w.tensor}: each element written once")
+        return
     if not same and _apart(ck, w, w2):
         ck.stmt = w.stmt
         ck.proven(f"{w.tensor}: no element written by two statements (their tiles, enumerated)")
@@ -216,6 +225,10 @@ def _bijection(ck, tensor: str, ws: list) -> None:
         return
     if verdict is None:
         y = next((y for y in dict.fromkeys(candidates) if _unwritten(ck, ws, y)), None)
+    if y is None and definitive is None and _distinct_elements(ck, ws, sizes):
+        ck.proven(f"{tensor}: every element written (as many distinct elements as the "
+                  "tensor has)")
+        return
     if y is None and definitive is None:
         verdict, y = _covered(ck, ws, sizes)
         if verdict == "proven":
@@ -361,6 +374,56 @@ def _unwritten_violation(ck, tensor: str, ws, y, definitive) -> None:
                actual={"writes": 0}, scope=w.names)
 
 
+def _distinct_elements(ck, ws, sizes) -> bool:
+    """Every element written, by counting, for writes that are not aligned tiles (a
+    gather over several dims from one tile axis): the writes' (instance, tile element)
+    pairs, counted from the grid and loop bounds, are at least as many as the tensor's
+    elements; every pair is live and inside the tensor; no two pairs (of one write or two)
+    reach one element. An injective map into the tensor from a set at least its size is
+    onto it. Quantifier-free queries, where `_covered` asks one quantified query whose
+    time z3's search varies by orders of magnitude. False when any part fails or is
+    undecided (then nothing of it is reported, and `_covered` decides)."""
+    total = 0
+    for w in ws:
+        n = _count(ck, w, drop=[], guarded=True)
+        if n is None:
+            return False
+        total += n * math.prod(w.shape)
+    if total < math.prod(sizes):
+        return False
+    before = list(ck.report.undecided)
+
+    def unsat(cons) -> bool:
+        # None from `solve` is also an undecided query: only a decided one counts here
+        if ck.solve(cons, "every element written (counted)") is None and \
+                len(ck.report.undecided) == len(before):
+            return True
+        ck.report.undecided[:] = before  # what this proof leaves open, `_covered` asks
+        return False
+
+    for w in ws:
+        outside = z3.Or(*[z3.Or(c < 0, c >= n) for c, n in zip(w.coords, sizes)])
+        if not unsat(w.path + axis_ranges(w.shape) + [z3.Or(z3.Not(w.live), outside)]):
+            return False
+    pairs = []
+    for i, w in enumerate(ws):
+        for w2 in ws[i:]:
+            if not unsat(_two_writes(ck, w, w2)[0]):
+                return False
+            pairs.append((w, w2))
+    for w, w2 in pairs:  # the exactly-once check asks the same query (`_exactly_once_write`)
+        _distinct_from(w).add(id(w2))
+        _distinct_from(w2).add(id(w))
+    return True
+
+
+def _distinct_from(w) -> set:
+    """The writes (ids) no live element of write `w` shares an element with, as proven."""
+    if getattr(w, "_distinct", None) is None:
+        w._distinct = set()
+    return w._distinct
+
+
 def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
     """Every element has a writer, for writes that are not aligned tiles (a gather over
     several dims from one tile axis): one query `exists y in the tensor such that no
@@ -378,14 +441,11 @@ def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
         names = sorted(frozenset().union(*[free_names(c) for c in body]) - mine)
         cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
                      else z3.And(*body))
-    s = z3.Solver()
-    s.set("timeout", ck.query_timeout_ms())
-    s.add(*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases)))
-    r = ck.decide(s, f"every element of `{ws[0].tensor}` written")
+    r, m = ck.ask([*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases))],
+                  f"every element of `{ws[0].tensor}` written")
     if r == z3.unsat:
         return "proven", None
     if r == z3.sat:
-        m = s.model()
         return "refuted", tuple(m.eval(y, model_completion=True).as_long() for y in ys)
     return "unknown", None
 
@@ -458,8 +518,14 @@ def _instances(ck, w, guarded: bool = True) -> tuple[int | None, bool]:
     if injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
         differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
+        before = len(ck.report.undecided)
         injective = ck.solve([c1(p) for p in path] + [c2(p) for p in path] + [differ] +
                              [c1(b) == c2(b) for b in bases]) is None
+        if injective and guarded and len(used) == len(inst) and \
+                len(ck.report.undecided) == before:
+            # decided: no two instances share a tile origin, the first query of
+            # `_exactly_once_tiles` (there the instances differ in any of `inst`)
+            w._origins_distinct = True
     return count, injective
 
 
