@@ -24,7 +24,8 @@ from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
-from ..ir.live import feeds_index, live_program, order_depends_on, persistent_loop
+from ..ir.live import feeds_index, live_program, order_depends_on, persistent_loop, \
+    persistent_work
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -101,8 +102,14 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     for d, b in zip(out_dims[-2:], (bm, bn)):
         tiles_mn *= -(-sizes.get(d, b) // b)
     # programs sharing one output tile's reduction: a grid of atomic writers larger than
-    # the tiles, whichever axis carries the split (a persistent grid walks whole tiles)
-    split = max(1, programs // max(tiles_mn, 1)) if atomic and not persistent else 1
+    # the tiles, whichever axis carries the split; for a persistent grid, its work items
+    # over the tiles (a walk over (tile, split) pairs is a split like any other)
+    split = 1
+    if atomic and not persistent:
+        split = max(1, programs // max(tiles_mn, 1))
+    elif atomic:
+        work = persistent_work(k, sizes, target.sms)
+        split = max(1, (work or 0) // max(tiles_mn, 1))
     kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
     flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
     min_bytes = task.min_bytes(sizes) if task is not None else 0.0
