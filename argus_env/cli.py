@@ -208,12 +208,33 @@ def _noting_ctrl_c():
 
     def on_sigint(signum, frame):
         latch.set()
+        _quiet_interrupted_finalisers()
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_sigint)
     try:
         yield latch
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _quiet_interrupted_finalisers() -> None:
+    """After a Ctrl-C, z3 objects the interrupt left half-built (or whose `__del__` the
+    KeyboardInterrupt landed in) raise in their finalisers as they are collected; Python
+    prints each as "Exception ignored in ..." with a traceback, noise after a clean stop.
+    From the first Ctrl-C on, such reports from z3's finalisers are dropped; every other
+    unraisable exception is reported as before."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_argus_quiet", False):
+        return
+
+    def hook(unraisable):
+        # the object is the finaliser itself (`AstRef.__del__`), named by its module
+        from_z3 = (getattr(unraisable.object, "__module__", None) or "").startswith("z3")
+        if from_z3 and issubclass(unraisable.exc_type, (KeyboardInterrupt, AttributeError)):
+            return
+        previous(unraisable)
+    hook._argus_quiet = True
+    sys.unraisablehook = hook
 
 
 def _agent_args(cls, pairs: list[str]) -> dict:

@@ -547,9 +547,13 @@ def _run_lanes(workers: list, n: int, run) -> list[dict]:
                for k in range(1, min(len(workers), n))]
     for t in threads:
         t.start()
-    lane(0)
-    for t in threads:
-        t.join()
+    try:
+        lane(0)
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C in this thread: the other lanes start no further shape
+        failed[0] = -1
+        raise
     out = []
     for a in answers:
         if a is None:

@@ -613,6 +613,36 @@ class _Work:
             elif isinstance(s, (ir.For, ir.If)):
                 for name in _assigned([s]):
                     ev.env[name] = UNKNOWN
+class _StopAt(_Pruner):
+    """The forward pass, remembering the interval of one loop's range on the way."""
+
+    def __init__(self, ev: _Eval, loop: ir.For):
+        super().__init__(ev)
+        self.loop, self.found = loop, None
+
+    def stmt(self, s) -> list:
+        if s is self.loop and self.found is None:
+            self.found = tuple(self.ev(x) for x in _range_args(s.iter))
+        return super().stmt(s)
+
+
+def persistent_work(kernel: ir.Kernel, sizes: dict, sms: int) -> int | None:
+    """How many work items the persistent loop of `kernel` walks over all programs at
+    `sizes` (its range's stop less its first start, over its stride of one program), or
+    None where the kernel has no persistent loop or its range is not known exactly."""
+    loop = persistent_loop(kernel)
+    if loop is None:
+        return None
+    env = {name: _point(v) for name, v in kernel.consts.items()}
+    env.update({name: _point(v) for name, v in sizes.items()})
+    walker = _StopAt(_Eval(env, None, sms), loop)
+    walker.block(kernel.body)
+    if walker.found is None:
+        return None
+    start, stop, _ = walker.found
+    if stop[0] != stop[1] or math.isinf(stop[0]) or start[0] < 0:
+        return None
+    return max(0, int(stop[0]) - int(start[0]))   # program 0 starts at the lowest item
 
 
 def depends_on_position(kernel: ir.Kernel, e) -> bool:
@@ -621,5 +651,5 @@ def depends_on_position(kernel: ir.Kernel, e) -> bool:
 
 
 __all__ = ["live_kernel", "live", "live_program", "live_key", "trips_at_most", "slice_of",
-           "feeds_index", "order_depends_on", "persistent_loop", "depends_on_position",
-           "loop_work"]
+           "feeds_index", "order_depends_on", "persistent_loop", "persistent_work",
+           "depends_on_position", "loop_work"]

@@ -25,7 +25,7 @@ from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
 from ..ir.live import (depends_on_position, feeds_index, live_program, loop_work,
-                       order_depends_on, persistent_loop)
+                       order_depends_on, persistent_loop, persistent_work)
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -117,8 +117,13 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     for d, b in zip(out_dims[-2:], (bn, bm) if swap else (bm, bn)):
         tiles_mn *= -(-sizes.get(d, b) // b)
     # programs sharing one output tile's reduction: a grid of atomic writers larger than
-    # the tiles, whichever axis carries the split (a persistent grid walks whole tiles)
-    split = max(1, programs // max(tiles_mn, 1)) if atomic and not persistent else 1
+    # the tiles, whichever axis carries the split; for a persistent grid, its work items
+    # over the tiles (a walk over (tile, split) pairs is a split like any other)
+    split = 1
+    if atomic and not persistent:
+        split = max(1, programs // max(tiles_mn, 1))
+    elif atomic:
+        split = max(1, (persistent_work(k, sizes, target.sms) or 0) // max(tiles_mn, 1))
     stream = _stream_k(k, dot, persistent)
     work = loop_work(k, sizes, target.sms, stream) if stream is not None else None
     busiest = max(work) if work else (0, 0)

@@ -385,8 +385,8 @@ class Legality:
         answer = {}
         for _ in range(2):  # a worker killed from outside is not a verdict: once more
             answer = self._worker.run_prepared(request, timeout=self.timeout)
-            if not answer.get("transient"):
-                break
+            if not answer.get("transient") or answer.get("stopped"):
+                break  # a worker stopped on purpose (`Worker.stop`) is not started again
         status = answer.get("status")
         if status == "timeout":
             answer = {"ok": False, "error": f"the compiler did not finish within "

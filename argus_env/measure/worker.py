@@ -74,7 +74,9 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER, warm: int 
     while True:
         try:
             req = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+        except (EOFError, OSError, KeyboardInterrupt):
+            # the parent closed its end (or reset it: it left an answer unread), or is
+            # gone: nothing more to serve, and nothing to say on the shared stderr
             return
         t0 = time.perf_counter()
         try:
@@ -110,7 +112,10 @@ def _serve(conn, interpret: bool, recycle_after: int = RECYCLE_AFTER, warm: int 
         answer["seconds"] = time.perf_counter() - t0
         if recycle_after and lower.loads() >= recycle_after:
             answer["recycle"] = True
-        conn.send(answer)
+        try:
+            conn.send(answer)
+        except OSError:  # the parent left while this request ran
+            return
         if answer.get("restart") or answer.get("recycle"):
             return
 
@@ -127,7 +132,18 @@ def _context_lost(e: BaseException) -> bool:
 
 
 class Worker:
-    """A lazily started worker process; `run` is thread-safe."""
+    """A lazily started worker process; `run` is thread-safe, and so is `stop`.
+
+    One request runs at a time (`_lock`, held for the whole request). `stop` takes no part
+    in that: called from another thread (an environment closed on Ctrl-C while a numerics
+    lane waits for its answer, `atexit`), it ends the request in flight at once. The
+    process, its connection and the stop count are read and changed under `_state`, held
+    only briefly and never while waiting. A request marks the connection it waits on as
+    in use (`_busy`): `stop` then shuts that socket down rather than closing it (a poll or
+    recv blocked on it returns at once with EOF; closing the descriptor would not wake it,
+    and its number could be reused for another file meanwhile), and the request closes it
+    when it lets go of it. A request that a `stop` overtook answers `_stopped()`: a
+    transient fault, not a verdict on the program; it never starts another process."""
 
     def __init__(self, interpret: bool = True, timeout: float = 60.0,
                  startup_timeout: float = 120.0, recycle_after: int = RECYCLE_AFTER,
@@ -141,13 +157,16 @@ class Worker:
         self._proc = None
         self._conn = None
         self._ready = False  # the running process said it is ready
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request (or start) at a time
+        self._state = threading.Lock()  # _proc, _conn, _ready, _busy, _stops: held briefly
+        self._busy = None  # the connection a request is using now (`stop` wakes it)
+        self._stops = 0  # calls of `stop`: a request notes the count when it is made
         self.restarts = 0
         self.recycles = 0  # planned replacements after `recycle_after` programs
 
-    def _start(self) -> bool:
+    def _start(self, stops: int | None = None) -> bool:
         """Start the process and wait until it is ready; False if it never is."""
-        return self._spawn() and self._await_ready()
+        return self._spawn() and self._await_ready(stops)
 
     def _spawn(self) -> bool:
         """Start the process without waiting for it; False if it cannot be started."""
@@ -158,29 +177,57 @@ class Worker:
                "--interpret", "1" if self.interpret else "0",
                "--recycle", str(int(self.recycle_after)), "--warm", str(self.warm)]
         try:
-            self._proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                                          env=_environment(self.interpret))
+            proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                    env=_environment(self.interpret))
         except OSError:
             parent.close()
             return False
         finally:
             child.close()
-        self._conn = Connection(parent.detach())
-        self._ready = False
+        conn = Connection(parent.detach())
+        with self._state:
+            self._proc, self._conn, self._ready = proc, conn, False
         _LIVE.add(self)
         return True
 
-    def _await_ready(self) -> bool:
+    def _await_ready(self, stops: int | None = None) -> bool:
         """Wait until the started process says it is ready; False (and stopped) if it never
-        does within `startup_timeout`."""
-        try:
-            if self._conn.poll(self.startup_timeout) and self._conn.recv().get("status") == "ready":
+        does within `startup_timeout`, or if `stop` is called meanwhile (or was since the
+        request that `stops` counted was made)."""
+        conn, _ = self._take(stops)
+        ok = False
+        if conn is not None:
+            try:
+                ok = conn.poll(self.startup_timeout) and conn.recv().get("status") == "ready"
+            except (EOFError, OSError):
+                ok = False
+            finally:
+                self._let_go(conn)
+        with self._state:
+            if ok and self._conn is conn and (stops is None or stops == self._stops):
                 self._ready = True
                 return True
-        except (EOFError, OSError):
-            pass
-        self.stop()
+        self._halt()
         return False
+
+    def _take(self, stops: int | None = None) -> tuple:
+        """The live connection and its process, the connection marked in use until
+        `_let_go`; (None, None) when there is none, or when `stop` was called since the
+        count `stops` was read."""
+        with self._state:
+            if self._conn is None or (stops is not None and stops != self._stops):
+                return None, None
+            self._busy = self._conn
+            return self._conn, self._proc
+
+    def _let_go(self, conn) -> None:
+        """Done with `conn` (from `_take`): closed here if a stop came meanwhile (it shut
+        the socket down and left the descriptor to the one using it)."""
+        with self._state:
+            if self._busy is conn:
+                self._busy = None
+            if conn is not self._conn:
+                conn.close()
 
     def prestart(self) -> None:
         """Start the process now without waiting for it, so that its imports (torch,
@@ -189,51 +236,71 @@ class Worker:
         with self._lock:
             if not self._alive():
                 if self._proc is not None:
-                    self.stop()
+                    self._halt()
                 self._spawn()
 
     def _alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        proc = self._proc
+        return proc is not None and proc.poll() is None
 
     def _exit_code(self) -> int | None:
-        return self._proc.poll() if self._proc is not None else None
+        proc = self._proc
+        return proc.poll() if proc is not None else None
 
     def ensure_started(self) -> bool:
         """Start the worker now (outside any request's time limit) unless it is running."""
         with self._lock:
             return self._ensure_started()
 
-    def _ensure_started(self) -> bool:
+    def _ensure_started(self, stops: int | None = None) -> bool:
         if self._alive():
-            return self._ready or self._await_ready()
+            return self._ready or self._await_ready(stops)
         if self._proc is not None:
             self.restarts += 1
-            self.stop()
-        return self._start()
+            self._halt()
+        return self._start(stops)
 
     def _retire(self) -> None:
         """Let a worker that said it is leaving exit by itself, then forget it."""
-        if self._proc is not None:
+        proc = self._proc
+        if proc is not None:
             try:
-                self._proc.wait(timeout=5)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self.stop()
+        self._halt()
 
     def stop(self) -> None:
-        if self._proc is not None:
+        """Stop the process (a later request starts a new one). Safe from any thread: a
+        request running in another thread, or waiting there for its turn, ends at once
+        with `_stopped()`'s answer."""
+        self._halt(stopping=True)
+
+    def _halt(self, stopping: bool = False) -> None:
+        """Kill the process and forget it. `stopping` (`stop`): also count the stop, so
+        that requests made before it give up. A connection a request is using is shut
+        down (which wakes it) and left for the request to close; another is closed here."""
+        with self._state:
+            if stopping:
+                self._stops += 1
+            proc, conn = self._proc, self._conn
+            self._proc = self._conn = None
+            self._ready = False
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            if conn is not None:
+                if conn is self._busy:
+                    _shut_down(conn)
+                else:
+                    try:
+                        conn.close()
+                    except OSError:
+                        pass
+        if proc is not None:
             try:
-                self._conn.close()
-            except OSError:
-                pass
-            if self._proc.poll() is None:
-                self._proc.kill()
-            try:
-                self._proc.wait(timeout=5)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self._proc = self._conn = None
-        self._ready = False
 
     @staticmethod
     def prepare(program, task: str, sizes: dict, seed: int = 0, op: str = "check",
@@ -258,57 +325,121 @@ class Worker:
 
     def run_prepared(self, request: bytes, timeout: float | None = None) -> dict:
         """`run` for a request made by `prepare`: sends only bytes, so threads running
-        requests share no object with one another."""
+        requests share no object with one another. A `stop` called while the request runs
+        or waits for its turn ends it with `_stopped()`'s answer."""
+        with self._state:
+            stops = self._stops
         with self._lock:
-            for attempt in range(2):  # a worker that died between requests is replaced once
+            try:
+                return self._run_request(request, timeout, stops)
+            except BaseException:
+                # given up midway (a KeyboardInterrupt in this thread): the process may
+                # still answer this request, and that answer would be read as the next
+                # one's; it makes way for a fresh one
+                self._halt()
+                raise
+
+    def _run_request(self, request: bytes, timeout: float | None, stops: int) -> dict:
+        conn = proc = None
+        for attempt in range(2):  # a worker that died between requests is replaced once
+            if stops != self._stops:
+                return _stopped()
+            if self._ensure_started(stops):
+                conn, proc = self._take(stops)
+                if conn is None:
+                    return _stopped()
                 try:
-                    if self._ensure_started():
-                        self._conn.send_bytes(request)
-                        break
+                    conn.send_bytes(request)
+                    break
                 except OSError:  # BrokenPipeError: it died after the liveness check
-                    self.stop()
-                if attempt:
-                    return {"status": "fault", "ok": False, "transient": True,
-                            "message": "the worker process could not be started"}
-            limit = self.timeout if timeout is None else timeout
+                    self._let_go(conn)
+                    conn = None
+                    if stops != self._stops:
+                        return _stopped()
+                    self._halt()
+            if attempt:
+                return _stopped() if stops != self._stops else \
+                    {"status": "fault", "ok": False, "transient": True,
+                     "message": "the worker process could not be started"}
+        try:
+            return self._answer(conn, proc, timeout, stops)
+        finally:
+            self._let_go(conn)
+
+    def _answer(self, conn, proc, timeout: float | None, stops: int) -> dict:
+        """The answer to the request just sent on `conn` to `proc`."""
+        limit = self.timeout if timeout is None else timeout
+        try:
+            ready = conn.poll(limit)
+        except (EOFError, OSError):
+            ready = False
+        if stops != self._stops:
+            return _stopped()
+        if not ready:
+            alive = proc.poll() is None
+            code = proc.poll()
+            self._halt()
+            if stops != self._stops:  # stopped while the process was looked at
+                return _stopped()
+            self.restarts += 1
+            if alive:
+                return {"status": "timeout", "ok": False,
+                        "message": f"the kernel did not finish within {limit:.0f} s"}
+            return _crashed(code)
+        try:
+            answer = conn.recv()
+        except (EOFError, OSError):
+            if stops != self._stops:
+                return _stopped()
             try:
-                ready = self._conn.poll(limit)
-            except (EOFError, OSError):
-                ready = False
-            if not ready:
-                alive = self._alive()
-                code = self._exit_code()
-                self.stop()
-                self.restarts += 1
-                if alive:
-                    return {"status": "timeout", "ok": False,
-                            "message": f"the kernel did not finish within {limit:.0f} s"}
-                return _crashed(code)
-            try:
-                answer = self._conn.recv()
-                if answer.get("restart"):  # the worker is exiting: replace it next time
-                    self.stop()
-                    self.restarts += 1
-                if answer.pop("recycle", False):  # done its share of programs: likewise
-                    self._retire()
-                    self.recycles += 1
-                return answer
-            except (EOFError, OSError):
-                if self._proc is not None:
-                    try:
-                        self._proc.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        pass
-                code = self._exit_code()
-                self.stop()
-                self.restarts += 1
-                return _crashed(code)
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            code = proc.poll()
+            self._halt()
+            if stops != self._stops:
+                return _stopped()
+            self.restarts += 1
+            return _crashed(code)
+        if stops != self._stops:  # overtaken all the same: one outcome for every stop
+            return _stopped()
+        if answer.get("restart"):  # the worker is exiting: replace it next time
+            self._halt()
+            self.restarts += 1
+        if answer.pop("recycle", False):  # done its share of programs: likewise
+            self._retire()
+            self.recycles += 1
+        return answer
 
     def __del__(self):
         try:
             self.stop()
         except Exception:
             pass
+
+
+def _shut_down(conn) -> None:
+    """Shut `conn`'s socket down for both directions without closing its descriptor: a
+    thread blocked in `poll` or `recv` on it wakes at once and reads EOF."""
+    try:
+        sock = socket.socket(fileno=conn.fileno())
+    except OSError:  # closed already
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.detach()  # the descriptor stays the connection's
+
+
+def _stopped() -> dict:
+    """The answer to a request that `Worker.stop` overtook (called from another thread
+    while the request ran or waited for its turn): transient, as a worker killed from
+    outside is, so it is not remembered."""
+    return {"status": "fault", "ok": False, "transient": True, "stopped": True,
+            "message": "the worker was stopped (Worker.stop) before it answered; not a "
+                       "verdict on the program"}
 
 
 def _crashed(code: int | None) -> dict:

@@ -349,3 +349,60 @@ def test_moving_the_split_to_another_grid_axis_keeps_the_numerics_class():
     m = TableBackend("h200").measure(program, sizes, GEMM)
     assert not m.ok and m.details["inherited"]["class"] == "split_k=8,atomic_output=True", \
         m.to_dict()
+
+
+PERSISTENT_SPLIT = '''from argus_env import dsl as A
+
+
+@A.kernel(num_warps=4)
+def gemm(
+    a: A.Tensor[A.bf16, "M", "K"],
+    b: A.Tensor[A.bf16, "K", "N"],
+    c: A.Tensor[A.bf16, "M", "N"],
+    BM: A.const = 128,
+    BN: A.const = 32,
+    BK: A.const = 64,
+    SPLIT_K: A.const = 8,
+):
+    A.grid(A.num_sms())
+    num_pid_n = A.cdiv(N, BN)
+    tiles = A.cdiv(M, BM) * num_pid_n
+    k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK
+    for work in A.range(A.program_id(0), tiles * SPLIT_K, A.num_programs(0)):
+        tile = work % tiles
+        pid_k = work // tiles
+        rows = tile // num_pid_n * BM + A.arange(BM)
+        cols = tile % num_pid_n * BN + A.arange(BN)
+        k_lo = pid_k * k_per_split
+        k_hi = A.minimum(k_lo + k_per_split, K)
+        acc = A.zeros((BM, BN), A.f32)
+        for k in A.range(k_lo, k_hi, BK, stages=4):
+            ks = k + A.arange(BK)
+            a_tile = A.load(a[rows, ks], mask=(rows < M, ks < k_hi), other=0.0)
+            b_tile = A.load(b[ks, cols], mask=(ks < k_hi, cols < N), other=0.0)
+            acc = A.dot(a_tile, b_tile, acc)
+        A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(k_lo, k_hi))
+        A.atomic_add(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))
+'''
+
+
+def test_a_persistent_grid_over_tile_and_split_pairs_keeps_the_numerics_class():
+    """The attempt: the 8-split bf16 atomic combine walked by a persistent grid over
+    (tile, split) work items (the features once read every persistent atomic writer as
+    unsplit, so it had no numerics class and was priced by the model)."""
+    from argus_env.dsl import parse_program
+    from argus_env.measure.features import extract
+    from argus_env.target import load_target
+    sizes = {"M": 3000, "N": 5000, "K": 2000}
+    program = parse_program(PERSISTENT_SPLIT)
+    program = program if isinstance(program, Program) else Program(program)
+    f = extract(program, sizes, GEMM, target=load_target("h200"))
+    assert f.persistent and f.atomic_output and f.split_k == 8, f
+    m = TableBackend("h200").measure(program, sizes, GEMM)
+    assert not m.ok and m.details["inherited"]["class"] == "split_k=8,atomic_output=True", \
+        m.to_dict()
+    # the same walk with 2 splits: a class no GPU found wrong, priced as before
+    two = parse_program(PERSISTENT_SPLIT.replace("SPLIT_K: A.const = 8", "SPLIT_K: A.const = 2"))
+    two = two if isinstance(two, Program) else Program(two)
+    assert extract(two, sizes, GEMM, target=load_target("h200")).split_k == 2
+    assert TableBackend("h200").measure(two, sizes, GEMM).ok
