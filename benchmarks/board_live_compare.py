@@ -36,7 +36,7 @@ def spearman(a: list[float], b: list[float]) -> float | None:
     return None if rho != rho else float(rho)
 
 
-def compare(lines: list[dict], live_path: Path) -> dict:
+def compare(lines: list[dict], live_path: Path, board: Path = BOARD) -> dict:
     from argus_env.bench import leaderboard as L
     from argus_env.bench.live import read_live
     live = read_live(live_path)
@@ -71,9 +71,8 @@ def compare(lines: list[dict], live_path: Path) -> dict:
     return {"what": "committed leaderboard: recorded scores against live GPU figures of the "
                     "submitted kernels (geometric mean over episodes of the fraction of the "
                     "library timed in the same run; a kernel that failed live counts as 0)",
-            "board": str(BOARD.relative_to(ROOT)), "board_hardware": board_hw,
-            "live_file": str(live_path.relative_to(ROOT)) if live_path.is_relative_to(ROOT)
-            else str(live_path),
+            "board": _shown(board), "board_hardware": board_hw,
+            "live_file": _shown(live_path),
             "live_hardware": hardware, "live_provenance": data.get("provenance"),
             "lines": len(lines), "lines_with_live": sum(
                 live.of(dict(ln, hardware=hardware)) is not None for ln in lines),
@@ -84,6 +83,11 @@ def compare(lines: list[dict], live_path: Path) -> dict:
             "boards": boards}
 
 
+def _shown(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--board", type=Path, default=BOARD)
@@ -91,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     from argus_env.bench.results import read_records
-    out = compare(read_records([args.board]), args.live)
+    out = compare(read_records([args.board]), args.live, args.board)
     print(f"board {out['board_hardware']} against live {out['live_hardware']}: "
           f"{out['lines_with_live']}/{out['lines']} lines with a live figure, "
           f"{out['live_failures']} submitted kernels failed live; live/recorded median "

@@ -4,6 +4,7 @@
     python benchmarks/compile_sweep.py --task all --jobs 16            # every task
     python benchmarks/compile_sweep.py --task gemm --limit 200         # the first 200 only
     python benchmarks/compile_sweep.py --task all --baselines          # each baseline
+    python benchmarks/compile_sweep.py --task gemm --configs small-shapes  # a named set
 
 The programs: for each task, the space's configurations (`TaskSpace.configurations`)
 legal at each suite shape (`legal_configurations`), bound to the shape's problem
@@ -14,7 +15,9 @@ for the target's compute capability by `--jobs` non-interpreting worker processe
 `--out`), with the compiler's figures and provenance (Triton version, commit, date,
 machine). `--baselines`: only the space's baseline configuration at each group of
 shapes, the program every episode starts from (a reset at a new shape then finds its
-verdict in the table instead of compiling). A run resumes: programs already in the table are not compiled again; a run over every
+verdict in the table instead of compiling). `--configs NAME`: a named set of the task's
+configurations (GEMM `small-shapes`: `tasks/gemm/space.py`'s `SMALL_SHAPES`, swap-AB and
+stream-K) at every suite shape where the mask allows them. A run resumes: programs already in the table are not compiled again; a run over every
 program that leaves none missing marks the table complete (its first line).
 
 The summary (stdout, and `--summary FILE` as JSON) counts the programs, failures and
@@ -60,18 +63,30 @@ def shape_groups(task) -> dict[str, list[dict]]:
     return groups
 
 
+def named_configurations(task, name: str) -> list:
+    """A named set of the task's configurations: the attribute `NAME` (upper case, `-` as
+    `_`; a dict's values or a list) of the module of the task's space."""
+    attr = name.upper().replace("-", "_")
+    found = getattr(sys.modules[type(task.space).__module__], attr, None)
+    if found is None:
+        raise SystemExit(f"{task.name}: no configuration set {name!r} ({attr} in "
+                         f"{type(task.space).__module__})")
+    return list(found.values()) if isinstance(found, dict) else list(found)
+
+
 def units(task, target, limit: int | None = None, sample: int | None = None,
-          seed: int = 0, baselines: bool = False) -> list[tuple[str, str, str, Program, dict]]:
+          seed: int = 0, baselines: bool = False, configs: list | None = None
+          ) -> list[tuple[str, str, str, Program, dict]]:
     """(compile key, configuration text, binding, bound program, launch sizes) for every masked-legal
     configuration of the task at its suite shapes, one per key, in catalog order (or a
     seeded sample of `sample` configurations; or, with `baselines`, the baseline
-    configuration at each group of shapes)."""
+    configuration at each group of shapes; or only `configs`)."""
     space = task.space
     groups = shape_groups(task)
     if baselines:
         c = space.baseline()
         return _keyed(task, target, [(c, shapes[0]) for shapes in groups.values()])
-    configs = list(space.configurations())
+    configs = list(space.configurations()) if configs is None else configs
     legal_by_group = []
     for key, shapes in groups.items():
         legal: dict = {}
@@ -138,10 +153,10 @@ def estimate_shared(task, config_text: str, program: Program, c) -> int | None:
 
 
 def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
-          timeout: float = 300.0, baselines: bool = False) -> dict:
+          timeout: float = 300.0, baselines: bool = False, configs: list | None = None) -> dict:
     from argus_env.measure.worker import Worker
     t_enum = time.perf_counter()
-    todo = units(task, target, limit, sample, seed, baselines)
+    todo = units(task, target, limit, sample, seed, baselines, configs)
     enum_s = time.perf_counter() - t_enum
     done = read_table(out)
     pending = [u for u in todo if u[0] not in done]
@@ -200,7 +215,7 @@ def sweep(task, target, jobs: int, out: Path, limit=None, sample=None, seed=0,
             t.join()
     wall = time.perf_counter() - t0
     summary = summarise(task, target, out, todo, seconds, wall, jobs, enum_s)
-    whole = limit is None and sample is None and not baselines
+    whole = limit is None and sample is None and not baselines and configs is None
     if whole and summary["all_in_table"] and not table_complete(out):
         text = out.read_text()
         out.write_text(f"{COMPLETE_MARK} every masked-legal configuration at every suite "
@@ -253,11 +268,12 @@ def summarise(task, target, out: Path, todo, seconds, wall, jobs, enum_s) -> dic
 
 
 def _config_of(task, text: str):
-    """The configuration whose repr is `text`, among the space's configurations."""
-    cache = task.__dict__.setdefault("_configs_by_repr", {})
-    if not cache:
-        cache.update({repr(c): c for c in task.space.configurations()})
-    return cache[text]
+    """The configuration whose repr is `text` (fields it predates at their defaults)."""
+    from argus_env.measure.recorded import config_from_text
+    config = config_from_text(task.space, text)
+    if config is None:
+        raise KeyError(text)
+    return config
 
 
 def main(argv=None) -> int:
@@ -272,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baselines", action="store_true",
                     help="only the baseline configuration at each group of shapes")
+    ap.add_argument("--configs", default=None,
+                    help="a named set of configurations of the task's space (gemm: small-shapes)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per compile")
     ap.add_argument("--summary", type=Path, default=None, help="write the summary JSON here")
     args = ap.parse_args(argv)
@@ -284,8 +302,9 @@ def main(argv=None) -> int:
             continue
         out = (args.out / name / table_path(task, target).name) if args.out \
             else table_path(task, target)
+        configs = named_configurations(task, args.configs) if args.configs else None
         s = sweep(task, target, args.jobs, out, args.limit, args.sample, args.seed,
-                  args.timeout, args.baselines)
+                  args.timeout, args.baselines, configs)
         print(json.dumps(s, indent=1), flush=True)
         summaries.append(s)
     if args.summary:

@@ -10,7 +10,13 @@ For every shape of the GEMM suite and every program (baseline, expert):
 
 Usage (on a machine with an NVIDIA GPU; Hopper features need sm_90):
     PYTHONPATH=. python benchmarks/gemm_suite.py --out benchmarks/results/gemm_suite.json
+    # the swap-AB and stream-K configurations (tasks/gemm/space.py SMALL_SHAPES, all or by
+    # name) beside the programs, each at the shapes where the mask allows it
+    PYTHONPATH=. python benchmarks/gemm_suite.py --configs small-shapes \
+        --shapes decode-16 decode-64 small-m-512 ragged-1000
 Prints a table last; writes every row and the provenance (GPU, driver, clocks, versions).
+The configurations are the ones the test suite proves at every suite shape where the mask
+allows them (`tests/tasks/test_gemm_space.py`), so no checker runs here.
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ def bench_pair(candidate, anchor, rounds: int, rep_ms: int):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--programs", nargs="+", default=["baseline", "expert"])
+    ap.add_argument("--programs", nargs="*", default=["baseline", "expert"])
+    ap.add_argument("--configs", nargs="*", default=[],
+                    help="names in tasks/gemm/space.py SMALL_SHAPES, or small-shapes for all")
     ap.add_argument("--shapes", nargs="*", default=None, help="shape names (default: all)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--rep-ms", type=int, default=60)
@@ -61,12 +69,24 @@ def main(argv=None) -> int:
                         f"alternating rounds of {args.rep_ms} ms per side, ratio = median over "
                         "rounds of t_cublas / t_program")
     print(json.dumps(prov), flush=True)
+    from argus_env.target import load_target
+    from argus_env.tasks.gemm.space import SMALL_SHAPES
     programs = {w: task.program(w) for w in args.programs}
+    names = list(SMALL_SHAPES) if "small-shapes" in args.configs else args.configs
+    unknown = sorted(set(names) - set(SMALL_SHAPES))
+    if unknown:
+        ap.error(f"--configs: unknown {unknown}; known: small-shapes, {', '.join(SMALL_SHAPES)}")
+    configs = {n: SMALL_SHAPES[n] for n in names}
+    programs.update({n: task.space.program(c) for n, c in configs.items()})
     launchers = {w: lower.load(p, interpret=False) for w, p in programs.items()}
+    h200 = load_target("h200")
     rows = []
     cases = [c for c in task.shape_cases() if not args.shapes or c.name in args.shapes]
     for case in cases:
         for which, prog in programs.items():
+            if which in configs and task.space.config_reason(
+                    configs[which], {"sizes": case.sizes, "target": h200}):
+                continue   # the mask refuses it at this shape (stream-K past its waves)
             row = {"shape": case.name, "sizes": case.sizes, "program": which,
                    "program_hash": prog.hash}
             try:
@@ -96,13 +116,13 @@ def main(argv=None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
-    print(f"\n{'shape':<14}{'program':<10}{'ok':<4}{'TFLOP/s':>9}{'cuBLAS':>9}{'ratio':>7}")
+    print(f"\n{'shape':<14}{'program':<26}{'ok':<4}{'TFLOP/s':>9}{'cuBLAS':>9}{'ratio':>7}")
     for r in rows:
         if "tflops" in r:
-            print(f"{r['shape']:<14}{r['program']:<10}{'y' if r['correct'] else 'N':<4}"
+            print(f"{r['shape']:<14}{r['program']:<26}{'y' if r['correct'] else 'N':<4}"
                   f"{r['tflops']:>9.1f}{r['cublas_tflops']:>9.1f}{r['ratio']:>7.3f}")
         else:
-            print(f"{r['shape']:<14}{r['program']:<10}ERR {r.get('error', '')[:60]}")
+            print(f"{r['shape']:<14}{r['program']:<26}ERR {r.get('error', '')[:60]}")
     return 0 if all(r.get("correct") for r in rows) else 1
 
 

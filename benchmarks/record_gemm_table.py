@@ -13,6 +13,9 @@ skips what is recorded. Provenance (GPU, driver, clocks, versions, protocol) goe
 JSON beside the CSV.
 
     PYTHONPATH=. python benchmarks/record_gemm_table.py --table tasks/gemm/table_h200.csv
+    # the swap-AB and stream-K configurations for small and ragged shapes as well (each
+    # at the shapes where the mask allows it)
+    PYTHONPATH=. python benchmarks/record_gemm_table.py --small-shapes
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ FIELDS = ["shape", "M", "N", "K", "config", "program_hash", "ok", "error", "ms",
           "cublas_ms", "cublas_tflops", "ratio", "max_rel_err", "compile_s", "timestamp"]
 
 
-def configurations():
-    """The sampled configuration space: structured, deterministic, legal on an H200."""
-    from argus_env.tasks.gemm.space import BASELINE, EXPERT, SPACE, SPLITK, GemmConfig
+def configurations(small_shapes: bool = False):
+    """The sampled configuration space: structured, deterministic, legal on an H200; with
+    `small_shapes`, followed by the swap-AB and stream-K configurations (`SMALL_SHAPES`)."""
+    from argus_env.tasks.gemm.space import (BASELINE, EXPERT, SMALL_SHAPES, SPACE, SPLITK,
+                                            GemmConfig)
     tiles = [(64, 64, 32), (64, 128, 64), (128, 64, 64), (128, 128, 64), (128, 256, 64),
              (256, 128, 64), (64, 256, 64), (128, 128, 128)]
     out = [BASELINE, EXPERT, SPLITK]
@@ -49,11 +54,17 @@ def configurations():
     for (bm, bn, bk), split in itertools.product([(32, 64, 64), (64, 64, 64), (64, 128, 64),
                                                   (128, 128, 64)], (2, 4, 8)):
         out.append(GemmConfig(bm, bn, bk, 4, 4, split_k=split, combine="atomic"))
+    if small_shapes:
+        out += list(SMALL_SHAPES.values())
     return SPACE.legal_configurations(out, {})
 
 
 def wanted(case, config) -> bool:
-    """Split-K pays only when the output has too few tiles to fill the GPU."""
+    """Split-K pays only when the output has too few tiles to fill the GPU; swap-AB and
+    stream-K are measured where the mask allows them (stream-K: a few waves of tiles)."""
+    if config.swap_ab or config.stream_k:
+        from argus_env.tasks.gemm.space import SPACE
+        return SPACE.config_reason(config, {"sizes": case.sizes}) is None
     return config.split_k == 1 or case.sizes["M"] * case.sizes["N"] <= 4096 * 4096 // 4
 
 
@@ -116,12 +127,15 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", nargs="*", help="shape names (default: the whole suite)")
     ap.add_argument("--list", action="store_true", help="print the configurations and exit")
     ap.add_argument("--warm-workers", type=int, default=12, help="parallel compile processes")
+    ap.add_argument("--small-shapes", action="store_true",
+                    help="add the swap-AB and stream-K configurations (tasks/gemm/space.py "
+                         "SMALL_SHAPES) at the shapes where the mask allows them")
     args = ap.parse_args(argv)
 
     from argus_env.task import get_task
     task = get_task("gemm")
     space = task.space
-    configs = configurations()
+    configs = configurations(args.small_shapes)
     if args.list:
         for c in configs:
             print(c.summary())

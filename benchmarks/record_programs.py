@@ -5,7 +5,7 @@ Three steps, each one command:
 
     # 1. on a CPU machine with the envs (gymnasium, z3): what to measure
     python benchmarks/record_programs.py plan --out runs/record_h200 [--walks 100] \
-        [--records more.jsonl ...] [--dry-run]
+        [--records more.jsonl ...] [--configs small-shapes] [--dry-run]
     # 2. on the GPU (torch and Triton only), as often as needed: each run stops by
     #    --max-seconds, a rerun continues from the state in the folder
     python benchmarks/record_programs.py measure --out runs/record_h200 --max-seconds 540
@@ -19,8 +19,10 @@ program); (b) random legal walks, seeded, at every suite shape of every task (`-
 priced programs per task, walks of `--walk-steps` legal transformations from the baseline,
 taken from the env's action mask in model mode without numerics; programs the checker
 refuses are never priced, so they are left out); (c) further episode records
-(`--records`). Programs are deduplicated by what the tables are keyed by (the task, the
-problem sizes, the program hash). Held-out walks (`--eval-walks`, another seed, at the
+(`--records`); (d) named sets of catalog configurations (`--configs small-shapes`: GEMM's
+swap-AB and stream-K configurations, `tasks/gemm/space.py` `SMALL_SHAPES`) at every suite
+shape where the mask allows them and the checker proves them. Programs are deduplicated
+by what the tables are keyed by (the task, the problem sizes, the program hash). Held-out walks (`--eval-walks`, another seed, at the
 leaderboard's shapes, never measured) measure coverage honestly.
 
 **Selection**: a program is measured when the tables (`tasks/<task>/table_h200*.csv`, read
@@ -134,7 +136,11 @@ PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "d
 #: measurement order: the board's submitted programs (live figures), what episodes
 #: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
 #: other walks
-PRIORITY = {"board": 0, "episode": 1, "records": 1, "walk-board": 2, "heldout": 3, "walk": 4}
+PRIORITY = {"board": 0, "episode": 1, "records": 1, "configs": 2, "walk-board": 2,
+            "heldout": 3, "walk": 4}
+#: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
+#: attribute of the task's space module holding them
+CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES")}
 #: seconds one program took on the H200 when the tables were recorded, per task (from the
 #: rows' timestamps: median gap between rows, compile included except for GEMM, whose
 #: recorder compiled in a pool first); the estimate of a chunk's time
@@ -301,11 +307,11 @@ def replay_configs(line: dict, task, target) -> list | None:
     catalog = space.catalog()
     ctx = {"sizes": dict(line["sizes"]), "target": target}
     config, history, out = space.baseline(), [], []
-    for a in line["actions"]:
-        if type(a) is not int or not 0 <= a < len(catalog):
+    for a in _recorded_actions(line, space, catalog):
+        if a is None:
             out.append(config)
             continue
-        name, value = catalog[a]
+        name, value = a
         if name == "submit":
             out.append(config)
             break
@@ -324,6 +330,26 @@ def replay_configs(line: dict, task, target) -> list | None:
                 config = nxt
         out.append(config)
     return out
+
+
+def _recorded_actions(line: dict, space, catalog) -> list:
+    """The (transformation, value) of each recorded action, read from its label where the
+    record has them (`action_labels`: a catalog that grew since keeps their meaning), else
+    from its index into today's catalog; None for an action that names neither."""
+    labels = line.get("action_labels")
+    if isinstance(labels, list) and len(labels) == len(line["actions"]):
+        out = []
+        for text in labels:
+            try:
+                act = space.parse_call(str(text))
+            except Exception:  # noqa: BLE001 - not a call of this catalog
+                out.append(None)
+                continue
+            out.append((act.name, act.value) if act.kind == "transform" else
+                       (act.kind, None))
+        return out
+    return [catalog[a] if type(a) is int and 0 <= a < len(catalog) else None
+            for a in line["actions"]]
 
 
 def episode_items(lines: list[dict], tag: str, board_shapes: set) -> tuple[Items, dict]:
@@ -436,6 +462,46 @@ def walk_items(env_ids: list[str], programs: int, steps: int, seed: int, shapes=
     return items
 
 
+def config_items(names: list[str], board_shapes: set = frozenset(), log=None) -> Items:
+    """The configurations of the named sets (`CONFIG_SETS`) at every suite shape of their
+    task where the mask allows them on the H200 and the checker proves their program
+    there (nothing unproven is planned)."""
+    import importlib
+
+    from argus_env.check import check_program
+    from argus_env.envs import ENV_IDS
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    items, target = Items(), load_target(HARDWARE)
+    env_of = {task: env for env, task in dict(ENV_IDS).items()}
+    for name in names:
+        task_name, attr = CONFIG_SETS[name]
+        task = get_task(task_name)
+        found = getattr(importlib.import_module(type(task.space).__module__), attr)
+        configs = list(found.values()) if isinstance(found, dict) else list(found)
+        kept = refused = 0
+        for config in configs:
+            for case in task.shapes:
+                if task.space.config_reason(config, {"sizes": case.sizes, "target": target}):
+                    continue
+                program = task.bind(task.space.program(config), case.sizes)
+                report = check_program(program, case.sizes, task, num_sms=target.sms,
+                                       target=target)
+                if not report.ok:
+                    refused += 1
+                    continue
+                cfg, summary = config_columns(task, config, program, case.sizes, target)
+                env_id = env_of[task.name]
+                items.add(Item(task.name, env_id, case.name, dict(case.sizes), program.hash,
+                               program.text, cfg, summary, ["configs"],
+                               population=(env_id, case.name) in board_shapes))
+                kept += 1
+        if log:
+            log(f"configs {name}: {kept} programs at their shapes, {refused} not proven "
+                "(left out)")
+    return items
+
+
 # ====================================================================== plan
 def git_commit() -> str:
     try:
@@ -447,7 +513,8 @@ def git_commit() -> str:
 
 
 def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: int,
-              records: list[Path], walk_shapes: str = "all", log=print) -> dict:
+              records: list[Path], walk_shapes: str = "all", log=print,
+              configs: list[str] = ()) -> dict:
     """Everything to measure and to count: the header (the board's lines, settings) and
     the items, deduplicated."""
     from argus_env.bench.results import read_records
@@ -467,6 +534,9 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
         for it in found:
             items.add(it)
         log(f"records {path}: replays {_counts(v.values())}")
+    if configs:
+        for it in config_items(list(configs), board_shapes, log):
+            items.add(it)
     env_ids = list(dict(ENV_IDS))
     if walks:
         for it in walk_items(env_ids, walks, walk_steps, seed,
@@ -485,6 +555,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
               "hardware": HARDWARE,
               "walks": walks, "eval_walks": eval_walks, "walk_steps": walk_steps, "seed": seed,
               "walk_shapes": walk_shapes, "records": [str(p) for p in records],
+              "configs": list(configs),
               "lines": [line_view(ln) for ln in lines]}
     return {"header": header, "items": list(items)}
 
@@ -932,7 +1003,7 @@ def _counts(values) -> dict:
 
 def cmd_plan(args) -> int:
     plan = make_plan(args.board, args.walks, args.eval_walks, args.walk_steps, args.seed,
-                     args.records, args.walk_shapes)
+                     args.records, args.walk_shapes, configs=args.configs)
     items = plan["items"]
     held = held_keys({i.task for i in items}, items)
     todo = select(items, held, {})
@@ -1229,6 +1300,9 @@ def main(argv=None) -> int:
                    help="held-out walk programs per task at the board's shapes (coverage only)")
     p.add_argument("--walk-steps", type=int, default=10)
     p.add_argument("--walk-shapes", choices=("all", "board"), default="all")
+    p.add_argument("--configs", nargs="*", default=[], choices=sorted(CONFIG_SETS),
+                   help="add named sets of catalog configurations at every suite shape where "
+                        "the mask allows them (small-shapes: GEMM swap-AB and stream-K)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-workers", type=int, default=12, help="for the estimate")
     p.add_argument("--dry-run", action="store_true", help="list, write nothing")

@@ -114,12 +114,14 @@ class KernelEnv(gym.Env):
 
     ## Invariants
     The task's: for GEMM, contraction over matching k, output ownership, every k
-    accumulated exactly once per output element (split-K partials combined), exactly-once
-    writes, in-bounds or masked accesses, bijective program-id remaps, and consistent
+    accumulated exactly once per output element (split-K partials combined, stream-K's
+    split tiles fixed up), exactly-once writes, in-bounds or masked accesses, bijective program-id remaps, and consistent
     hand-pipelined prefetches.
 
     ## Version History
-    - v0: first release.
+    - v0: first release. The catalogs grow under the same id (the committed boards and
+      policies are re-run when they do): GEMM's gained `tile_m(16)`, `swap_ab` and
+      `stream_k` (45 discrete actions, two more configuration floats).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}

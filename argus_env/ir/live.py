@@ -20,6 +20,7 @@ a loop of tiles strided by the grid size hold the work.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import OrderedDict
 
@@ -70,6 +71,7 @@ class _Eval:
 
     def __init__(self, env: dict, grid: list | None, sms: int | None):
         self.env, self.grid, self.sms = env, grid, sms
+        self.pids: tuple | None = None   # one program's ids, where one is followed
 
     def __call__(self, e) -> tuple:
         try:
@@ -122,6 +124,10 @@ class _Eval:
     def _call(self, e: ir.Call) -> tuple:
         if e.fn == "num_sms":
             return _point(self.sms) if self.sms else (1, INF)
+        if e.fn == "program_id" and self.pids is not None:
+            axis = self._axis(e)   # one program of the grid (`loop_work`)
+            return _point(self.pids[axis]) if axis is not None and axis < len(self.pids) \
+                else UNKNOWN
         if e.fn in ("program_id", "num_programs"):
             axis = self._axis(e)
             dim = self.grid[axis] if self.grid and axis is not None and axis < len(self.grid) \
@@ -515,6 +521,98 @@ def persistent_loop(kernel: ir.Kernel) -> ir.For | None:
     return None
 
 
+def loop_work(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For,
+              limit: int = 100_000) -> list[tuple[int, int]] | None:
+    """(trips, entries) of loop `target` for each program of the launch holding it: the
+    scalar code run on integers per program id (sizes, constants, `program_id`, the loops
+    enclosing `target` iterated value by value), its trips summed over its entries. None
+    when a bound the count needs is not an integer there (read off a tile, say) or past
+    `limit` iterations in all. What a program executes, not what its text says: a
+    stream-K program's share of the k steps, as its index arithmetic gives it."""
+    env0 = {name: _point(v) for name, v in kernel.consts.items()}
+    env0.update({name: _point(v) for name, v in sizes.items()})
+    for grid, stmts in _launches(kernel):
+        if not any(n is target for s in stmts for n in walk(s)):
+            continue
+        dims = _dims(grid, _Eval(dict(env0), None, sms))
+        if dims is None or any(lo != hi or math.isinf(hi) for lo, hi in dims):
+            return None
+        extents = [int(hi) for _, hi in dims]
+        if math.prod(extents) > limit:
+            return None
+        counter = _Work(target, limit)
+        out = []
+        for pid in itertools.product(*(range(n) for n in extents)):
+            grid_pts = [(n, n) for n in extents]
+            ev = _Eval(dict(env0), grid_pts, sms)
+            ev.pids = pid
+            try:
+                out.append(counter.run(stmts, ev))
+            except _Unknown:
+                return None
+        return out
+    return None
+
+
+class _Work:
+    """Counts the trips of one loop in one program (`loop_work`)."""
+
+    def __init__(self, target: ir.For, limit: int):
+        self.target, self.budget = target, limit
+
+    def run(self, stmts, ev) -> tuple[int, int]:
+        self.trips = self.entries = 0
+        self.block(stmts, ev)
+        return self.trips, self.entries
+
+    def holds(self, s) -> bool:
+        return any(n is self.target for n in walk(s))
+
+    def point(self, ev, e) -> int:
+        lo, hi = ev(e)
+        if lo != hi or math.isinf(lo):
+            raise _Unknown()
+        return int(lo)
+
+    def block(self, stmts, ev) -> None:
+        for s in stmts:
+            if isinstance(s, ir.Assign):
+                value = ev(s.value) if len(s.targets) == 1 else UNKNOWN
+                for t in s.targets:
+                    ev.env[t] = value
+            elif isinstance(s, ir.For) and s is self.target:
+                start, stop, step = (self.point(ev, x) for x in _range_args(s.iter))
+                if step <= 0:
+                    raise _Unknown()
+                self.trips += max(0, -(-(stop - start) // step))
+                self.entries += 1
+                for name in _assigned([s]):
+                    ev.env[name] = UNKNOWN
+            elif isinstance(s, ir.For) and self.holds(s):
+                if s.iter.fn != "range":
+                    raise _Unknown()
+                start, stop, step = (self.point(ev, x) for x in _range_args(s.iter))
+                if step <= 0:
+                    raise _Unknown()
+                for v in range(start, stop, step):
+                    self.budget -= 1
+                    if self.budget < 0:
+                        raise _Unknown()
+                    ev.env[s.var] = (v, v)
+                    self.block(s.body, ev)
+                for name in _assigned([s]):
+                    ev.env[name] = UNKNOWN
+            elif isinstance(s, ir.If) and self.holds(s):
+                cond = ev(s.cond)
+                if cond == (1, 1):
+                    self.block(s.body, ev)
+                elif cond == (0, 0):
+                    self.block(s.orelse, ev)
+                else:
+                    raise _Unknown()
+            elif isinstance(s, (ir.For, ir.If)):
+                for name in _assigned([s]):
+                    ev.env[name] = UNKNOWN
 class _StopAt(_Pruner):
     """The forward pass, remembering the interval of one loop's range on the way."""
 
@@ -554,4 +652,4 @@ def depends_on_position(kernel: ir.Kernel, e) -> bool:
 
 __all__ = ["live_kernel", "live", "live_program", "live_key", "trips_at_most", "slice_of",
            "feeds_index", "order_depends_on", "persistent_loop", "persistent_work",
-           "depends_on_position"]
+           "depends_on_position", "loop_work"]

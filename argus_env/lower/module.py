@@ -235,14 +235,17 @@ def _launcher(program: Program, tensors: dict, knames: list[str],
     for p in k.tensors:
         if p.name in outputs:
             shape = "(" + ", ".join(p.dims) + ("," if len(p.dims) == 1 else "") + ")"
-            alloc = "torch.zeros" if p.name in info.atomic and p.name not in info.stored else "torch.empty"
+            # an output accumulated with atomic adds starts from zeros, also where other
+            # elements of it are stored (stream-K stores the tiles one program owns and
+            # adds the shared ones); the checker proves no element is both
+            alloc = "torch.zeros" if p.name in info.atomic else "torch.empty"
             dev = f"{first_input}.device" if first_input else "'cuda'"
             alloc_expr = f"{alloc}({shape}, device={dev}, dtype=torch.{_torch(p)})"
             if p.order == "col_major":
                 alloc_expr = (f"{alloc}(({p.dims[1]}, {p.dims[0]}), device={dev}, "
                               f"dtype=torch.{_torch(p)}).t()")
             out += [f"    if {p.name} is None:", f"        {p.name} = {alloc_expr}"]
-            if p.name in info.atomic and p.name not in info.stored:
+            if p.name in info.atomic:
                 out += ["    else:", f"        {p.name}.zero_()  # accumulated with atomic adds"]
     for p in k.tensors:
         if p.name in workspaces:  # written by one launch, read by a later one

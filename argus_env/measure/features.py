@@ -24,8 +24,8 @@ from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
-from ..ir.live import feeds_index, live_program, order_depends_on, persistent_loop, \
-    persistent_work
+from ..ir.live import (depends_on_position, feeds_index, live_program, loop_work,
+                       order_depends_on, persistent_loop, persistent_work)
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -62,6 +62,13 @@ class KernelFeatures:
     k_iterations: int            # main-loop trips per tile
     staging_bytes: int = 0       # shared memory staging the tiles stored by TMA (0: none)
     tma_pitches: tuple[tuple[str, int], ...] = ()   # TMA tensors: bytes per contiguous row
+    swap_ab: bool = False        # the main dot computes the output tile transposed: its
+                                 # rows (block_m) run over the output's columns
+    stream_k: bool = False       # programs share the tiles' k steps: the main loop's range
+                                 # follows the program and an enclosing loop over tiles
+    busiest_steps: int = 0       # stream-K: main-loop trips of the busiest program
+    busiest_segments: int = 0    # stream-K: its entries into the main loop (tile segments)
+    zero_filled: bool = False    # the output is zeroed before the launch (an atomic add)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,7 +78,14 @@ class KernelFeatures:
         fields = ("block_m", "block_n", "block_k", "num_warps", "stages", "tma_loads",
                   "tma_store", "warp_specialize", "persistent", "split_k", "atomic_output",
                   "group_m", "kmajor_b")
-        return ",".join(f"{f}={getattr(self, f)}" for f in fields)
+        # policies added later are named only where they hold, so that the keys of the
+        # programs recorded before them stay as they were; a swapped tile is named in the
+        # output's orientation (block_m rows of C), as its configuration names it
+        later = [f for f in ("swap_ab", "stream_k") if getattr(self, f)]
+        values = {f: getattr(self, f) for f in fields + tuple(later)}
+        if self.swap_ab:
+            values["block_m"], values["block_n"] = self.block_n, self.block_m
+        return ",".join(f"{f}={v}" for f, v in values.items())
 
 
 def extract(program: Program, sizes: dict[str, int], task=None, *, target: Target) -> KernelFeatures:
@@ -98,8 +112,9 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     atomic = bool(program.info.atomic) and not program.info.stored
     outputs = [p for p in k.tensors if p.name in program.info.outputs]
     out_dims = outputs[0].dims if outputs else ()
+    swap = _swapped(k, finder, dot, out_dims)
     tiles_mn = 1
-    for d, b in zip(out_dims[-2:], (bm, bn)):
+    for d, b in zip(out_dims[-2:], (bn, bm) if swap else (bm, bn)):
         tiles_mn *= -(-sizes.get(d, b) // b)
     # programs sharing one output tile's reduction: a grid of atomic writers larger than
     # the tiles, whichever axis carries the split; for a persistent grid, its work items
@@ -108,8 +123,10 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     if atomic and not persistent:
         split = max(1, programs // max(tiles_mn, 1))
     elif atomic:
-        work = persistent_work(k, sizes, target.sms)
-        split = max(1, (work or 0) // max(tiles_mn, 1))
+        split = max(1, (persistent_work(k, sizes, target.sms) or 0) // max(tiles_mn, 1))
+    stream = _stream_k(k, dot, persistent)
+    work = loop_work(k, sizes, target.sms, stream) if stream is not None else None
+    busiest = max(work) if work else (0, 0)
     kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
     flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
     min_bytes = task.min_bytes(sizes) if task is not None else 0.0
@@ -127,7 +144,10 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         operand_bytes=dot["bytes"] if dot else 2,
         output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
         k_iterations=max(1, -(-k_size // (bk * split))),
-        staging_bytes=finder.staging_bytes, tma_pitches=_pitches(program, sizes, finder.tma_tensors))
+        staging_bytes=finder.staging_bytes, tma_pitches=_pitches(program, sizes, finder.tma_tensors),
+        swap_ab=swap, stream_k=work is not None, busiest_steps=busiest[0],
+        busiest_segments=busiest[1], zero_filled=bool(set(program.info.atomic) &
+                                                      set(program.info.outputs)))
 
 
 class _MainDot:
@@ -141,6 +161,8 @@ class _MainDot:
         self.staging_bytes = 0          # bytes of the tiles stored by TMA
         self.tma_tensors: set[str] = set()
         self.warp_specialize = False
+        self.sources: dict[str, frozenset] = {}   # name -> tensors its value was loaded from
+        self.outer: list = []                     # the runtime loops around the statement
 
     def block(self, stmts, scope: Scope, depth: int, loop) -> None:
         for s in stmts:
@@ -153,7 +175,9 @@ class _MainDot:
             inner = scope.copy()
             inner.names[s.var] = ScalarT(self.typer.expr(s.iter, scope).dtype)
             runtime = s.iter.fn == "range"
+            self.outer.append(s if runtime else None)
             self.block(s.body, inner, depth + runtime, s.iter if runtime else loop)
+            self.outer.pop()
             return
         if isinstance(s, ir.If):
             self.block(s.body, scope.copy(), depth, loop)
@@ -174,6 +198,7 @@ class _MainDot:
             t = self.typer.expr(value, scope)
             if len(s.targets) == 1:
                 scope.names[s.targets[0]] = t
+                self.sources[s.targets[0]] = self.tensors(value)
 
     def dot(self, call: ir.Call, scope: Scope, depth: int, loop) -> None:
         a, b = self.typer.expr(call.arg("a"), scope), self.typer.expr(call.arg("b"), scope)
@@ -181,13 +206,51 @@ class _MainDot:
             return
         tma = all(_loads_tma(call.arg(x)) for x in ("a", "b"))
         mma = call.arg("mma")
+        loops = [x for x in self.outer if x is not None]
         info = {"shape": (a.shape[0], a.shape[1], b.shape[1]), "loop": loop, "depth": depth,
                 "tma": tma, "bytes": a.dtype.itemsize, "count": 1,
-                "mma": mma.name if isinstance(mma, ir.Symbol) else None}
+                "mma": mma.name if isinstance(mma, ir.Symbol) else None,
+                "a_from": self.tensors(call.arg("a")),
+                "for": loops[-1] if loops else None, "around": loops[-2] if len(loops) > 1 else None}
         if self.best is None or depth > self.best["depth"]:
             self.best = info
         elif depth == self.best["depth"] and loop is self.best["loop"]:
             self.best["count"] += 1
+
+
+    def tensors(self, e) -> frozenset:
+        """The tensors expression `e` reads, through the names it uses."""
+        out = set()
+        for n in walk(e):
+            if isinstance(n, ir.Call) and n.fn == "load" and _tensor(n):
+                out.add(_tensor(n))
+            elif isinstance(n, ir.Name):
+                out |= self.sources.get(n.id, frozenset())
+        return frozenset(out)
+
+
+def _swapped(kernel: ir.Kernel, finder: _MainDot, dot, out_dims) -> bool:
+    """Whether the main dot computes the output tile transposed (swap-AB): its left
+    operand is read from tensors holding the output's column dim and not its row dim."""
+    if not dot or len(out_dims) < 2 or not dot["a_from"]:
+        return False
+    dims = {d for p in kernel.tensors if p.name in dot["a_from"] for d in p.dims}
+    return out_dims[-1] in dims and out_dims[-2] not in dims
+
+
+def _stream_k(kernel: ir.Kernel, dot, persistent: bool):
+    """The main loop of a stream-K program, or None: a loop whose range follows the
+    program's position, inside a loop over tiles whose range does too, in a launch that
+    is not a persistent grid-stride walk."""
+    if not dot or persistent or dot["for"] is None or dot["around"] is None:
+        return None
+    main, around = dot["for"], dot["around"]
+    if main.iter.fn != "range" or around.iter.fn != "range":
+        return None
+    moving = all(any(depends_on_position(kernel, x) for x in (it.arg("start"), it.arg("stop"))
+                     if x is not None) for it in (main.iter, around.iter))
+    stores = any(isinstance(n, ir.Call) and n.fn in ("store", "atomic_add") for n in walk(around))
+    return main if moving and stores else None
 
 
 def _group_m(kernel: ir.Kernel, sizes: dict) -> int:

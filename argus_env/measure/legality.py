@@ -437,16 +437,26 @@ _MASK_LOCK = threading.Lock()
 
 def config_rows(task_name: str, target: Target) -> dict:
     """The task's committed compile table for the target's architecture, by
-    (configuration text, binding), keeping only rows of the installed Triton."""
+    (configuration text, binding), keeping only rows of the installed Triton. The text is
+    the configuration's `repr` today: a row written before a field was added names it at
+    its default (`recorded.config_from_text`)."""
     target = as_target(target)
     key = (task_name, target.arch)
     with _MASK_LOCK:
         if key not in _CONFIG_ROWS:
             from ..task import get_task
+            from .recorded import config_from_text
+            task = get_task(task_name)
             version = triton_version()
-            rows = read_table(table_path(get_task(task_name), target))
-            _CONFIG_ROWS[key] = {(r["config"], r["binding"]): r for r in rows.values()
-                                 if r.get("config") and r.get("triton") == version}
+            rows = read_table(table_path(task, target))
+            out = {}
+            for r in rows.values():
+                if not r.get("config") or r.get("triton") != version:
+                    continue
+                config = config_from_text(task.space, r["config"]) \
+                    if getattr(task, "space", None) is not None else None
+                out[(repr(config) if config is not None else r["config"], r["binding"])] = r
+            _CONFIG_ROWS[key] = out
         return _CONFIG_ROWS[key]
 
 

@@ -22,7 +22,15 @@ so the model is plain arithmetic over the mechanisms that the H200 measurements 
 * **Waves.** The busiest SM runs ceil(tiles / SMs) tiles, `occupancy` at once (shared
   memory, registers, warps); persistent grids skip per-program start-up and, with their
   flattened loop, pipeline refills. Per-tile start-up and epilogue weigh on short K loops.
-* **Launch.** A fixed cost per kernel (two with split-K's zero-filled output).
+* **Swap-AB.** A dot computing the output tile transposed (`swap_ab`) runs its MMA over
+  (BN x BM): the MMA's rows are the tile's N side, so a small M fills wgmma's N; the
+  tile grid and the operand traffic follow the output's orientation.
+* **Stream-K.** Programs share the tiles' k steps (`stream_k`): the busiest SM runs the
+  main-loop trips of the busiest program as the program's own index arithmetic gives them
+  (`busiest_steps`, counted on integers), over `busiest_segments` tile segments, each with
+  its pipeline fill, start-up and epilogue; a tile split between programs is added into
+  the zero-filled output by atomic adds (at most two such segments per program).
+* **Launch.** A fixed cost per kernel (two with a zero-filled output: split-K, stream-K).
 
 Limits that bind together join by p-norms (soft maxima). The result is asserted to stay
 under the achievable compute ceiling and over the DRAM floor min_bytes / bandwidth. The
@@ -164,23 +172,29 @@ class _Shape:
     c_slow: bool
 
 
+def tile_mn(f: KernelFeatures) -> tuple[int, int]:
+    """The output tile's rows and columns (the main dot's, transposed under swap-AB)."""
+    return (f.block_n, f.block_m) if f.swap_ab else (f.block_m, f.block_n)
+
+
 def _shape(f: KernelFeatures) -> _Shape:
     """M, N, K from a GEMM's sizes; for other tasks, a guess from the tile counts."""
     s = dict(f.sizes)
+    tm, tn = tile_mn(f)
     if {"M", "N", "K"} <= s.keys():
         m, n, k = s["M"], s["N"], s["K"]
     else:   # another task: a square tile grid, K from the loop trips
         tiles_mn = max(1, f.tiles // max(1, f.split_k))
         side = max(1, round(math.sqrt(tiles_mn)))
-        m, n = side * f.block_m, max(1, tiles_mn // side) * f.block_n
+        m, n = side * tm, max(1, tiles_mn // side) * tn
         k = f.k_iterations * f.block_k * f.split_k
     bk = min(f.block_k, k)
-    rows, cols = min(f.block_m, m), min(f.block_n, n)
+    rows, cols = min(tm, m), min(tn, n)
     mnk = {"M", "N", "K"} <= s.keys()
     plain = mnk and not f.tma_loads
     # TMA fills whole boxes: out-of-bounds rows arrive as zeros and cost the feed
-    box_m, box_n = (f.block_m, f.block_n) if f.tma_loads else (rows, cols)
-    return _Shape(m, n, k, -(-m // f.block_m), -(-n // f.block_n),
+    box_m, box_n = (tm, tn) if f.tma_loads else (rows, cols)
+    return _Shape(m, n, k, -(-m // tm), -(-n // tn),
                   box_m * bk * f.operand_bytes * f.dots, box_n * bk * f.operand_bytes * f.dots,
                   rows * cols * f.output_bytes,
                   plain and k % 16 != 0, plain and (k if f.kmajor_b else n) % 16 != 0,
@@ -206,21 +220,28 @@ def dram_traffic(f: KernelFeatures, sh: _Shape, p: HardwareProfile, c: Calibrati
     operand chunk comes from DRAM, and every tile sharing it waits that long.
     """
     ob, k = f.operand_bytes, sh.k / max(1, f.split_k)
+    tm, tn = tile_mn(f)
     a_all, b_all = sh.m * k * ob, k * sh.n * ob                 # one split's slice
-    if not f.persistent and f.group_m <= 1:
+    if not (f.persistent or f.stream_k) and f.group_m <= 1:
         a_windows, b_windows = max(1, sh.gn), 1
         a_reads, b_reads = 1 + (a_windows - 1) * (1 - _hit(a_all, p.l2_bytes, c)), 1.0
     else:
         g = max(1, min(f.group_m, sh.gm))
-        inflight = max(1, min(f.grid_programs if f.persistent else f.tiles, p.sms * occ))
+        walking = f.persistent or f.stream_k      # one program per SM walks the tiles
+        inflight = max(1, min(f.grid_programs if walking else f.tiles, p.sms * occ))
         cols = max(1, min(sh.gn, inflight // g))
         rows = max(1, min(sh.gm, g * max(1, inflight // (g * max(1, sh.gn)))))
-        window = (rows * min(f.block_m, sh.m) + cols * min(f.block_n, sh.n)) * k * ob
+        window = (rows * min(tm, sh.m) + cols * min(tn, sh.n)) * k * ob
         a_windows, b_windows = max(1, -(-sh.gn // cols)), max(1, -(-sh.gm // rows))
         a_reads = 1 + (a_windows - 1) * (1 - _hit(window, p.l2_bytes, c))
         b_reads = 1 + (b_windows - 1) * (1 - _hit(b_all, p.l2_bytes, c))
     miss = 1.0 - (1.0 - min(1.0, a_reads / a_windows)) * (1.0 - min(1.0, b_reads / b_windows))
     c_bytes = sh.m * sh.n * f.output_bytes * (3 if f.atomic_output else 1)
+    if f.stream_k:   # zero-filled, stored, and the split tiles read and written again
+        c_bytes += sh.m * sh.n * f.output_bytes + \
+            2 * _split_tiles(f) * sh.c_tile
+    elif f.zero_filled and not f.atomic_output:
+        c_bytes += sh.m * sh.n * f.output_bytes
     return sh.m * sh.k * ob * a_reads, sh.k * sh.n * ob * b_reads, c_bytes, miss
 
 
@@ -247,6 +268,11 @@ def _waves(f: KernelFeatures, p: HardwareProfile, occ: int) -> tuple[int, int]:
         return -(-f.tiles // programs) * per_sm * rounds, per_sm
     n = -(-f.tiles // p.sms)
     return n, max(1, min(occ, n))
+
+
+def _split_tiles(f: KernelFeatures) -> int:
+    """Stream-K's tiles split between programs: at most one per program boundary."""
+    return min(f.tiles, max(0, f.grid_programs - 1)) if f.stream_k else 0
 
 
 def _combine(a: float, b: float, hidden: float) -> float:
@@ -280,6 +306,9 @@ def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _S
     if f.atomic_output:
         atomics = sh.c_tile / f.output_bytes / (32 * f.num_warps) * c.atomic_us \
             * (c.unaligned_atomic if sh.c_slow else 1.0)
+    if f.stream_k:
+        return _stream_k_time(f, p, c, sh, occ, t_mma, t_feed, hidden, groups, chain_step,
+                              latency, epilogue, waits)
     per_tile = 0.0 if f.persistent else c.program_overhead_us
     fill = 0.0 if f.persistent else latency              # flattened loops keep the pipe full
     k = f.k_iterations
@@ -290,6 +319,32 @@ def _sm_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _S
     return {"busy": n * work, "latency": -(-n // conc) * chain + start,
             "compute": n * k * t_mma_sm, "feed": n * k * t_feed,
             "overhead": n * (epilogue + per_tile + atomics / conc) + start, "waits": waits}
+
+
+def _stream_k_time(f: KernelFeatures, p: HardwareProfile, c: CalibrationParams, sh: _Shape,
+                   occ: int, t_mma: float, t_feed: float, hidden: float, groups: float,
+                   chain_step: float, latency: float, epilogue: float, waits: bool) -> dict:
+    """The busiest SM of a stream-K launch (us): the main-loop trips of the busiest
+    program (times the programs an SM runs, where there are more than SMs), each tile
+    segment paying start-up, pipeline fill and epilogue, and at most two segments per
+    program finished by atomic adds into the zero-filled output."""
+    stack = -(-max(1, f.grid_programs) // p.sms)          # programs one SM runs
+    conc = max(1, min(occ, stack))                          # of them at once
+    steps = max(1, f.busiest_steps) * stack
+    segments = max(1, f.busiest_segments) * stack
+    split = min(2 * stack, segments)                        # segments added atomically
+    bw = p.l2_tbps * 1e6 / p.sms
+    fixup = split * sh.c_tile / bw / c.atomic_feed
+    if c.atomic_us:
+        fixup += split * sh.c_tile / f.output_bytes / (32 * f.num_warps) * c.atomic_us
+    step = _combine(t_mma, t_feed, 1 - (1 - hidden) / max(1.0, conc * groups)) \
+        + c.step_overhead_us / conc
+    per_segment = epilogue + c.program_overhead_us
+    chain = segments * latency + steps * chain_step + segments * per_segment + fixup
+    return {"busy": steps * step + segments * per_segment + fixup / conc,
+            "latency": chain / conc + c.program_overhead_us,
+            "compute": steps * t_mma, "feed": steps * t_feed,
+            "overhead": segments * per_segment + fixup, "waits": waits}
 
 
 def _pnorm(a: float, b: float, p: float) -> float:
@@ -314,13 +369,14 @@ def estimate(f: KernelFeatures, target: Target | HardwareProfile,
     sm = _sm_time(f, p, c, sh, occ, miss)
     _, chip_rate = _mma_rate(f, p, c)
     executed = max(f.flops, 2.0 * f.block_m * f.block_n * f.block_k * f.dots
-                   * f.tiles * f.k_iterations)
+                   * f.tiles * f.k_iterations)    # stream-K: the same k steps, shared out
     t_chip = executed / chip_rate
     floor_us = f.min_bytes / (p.dram_tbps * 1e6)
     t_dram = max(sum(dram) / (p.dram_tbps * 1e6 * c.dram_efficiency), floor_us)
     t_body = _pnorm(max(sm["busy"], sm["latency"]), t_chip, c.chip_overlap_p)
     t_kernel = _pnorm(t_body, t_dram, c.memory_overlap_p)
-    launch = p.launch_us * (2 if f.atomic_output else 1)     # split-K zero-fills C first
+    # split-K and stream-K zero-fill C first
+    launch = p.launch_us * (2 if f.atomic_output or f.zero_filled else 1)
     ms = (t_kernel + launch) / 1e3
     tflops = f.flops / ms / 1e9
     ceiling = p.bf16_tflops_achievable * MMA_RATE_SCALE.get(f.operand_bytes, 1.0)

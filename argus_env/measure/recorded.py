@@ -73,6 +73,18 @@ def _config_from_fields(space, values: dict):
     return dataclasses.replace(base, **kw)
 
 
+def config_from_text(space, text: str):
+    """The configuration a row's text names (`parse_config_text`), fields it predates at
+    their defaults; None for free text or a field the space does not have."""
+    fields = parse_config_text(text or "")
+    if fields is None:
+        return None
+    try:
+        return _config_from_fields(space, fields)
+    except (TypeError, ValueError):
+        return None
+
+
 class ConfigRecovery:
     """Configurations from row texts, for one task: field lists parsed, summaries looked up
     among the space's configurations (built once, on the first summary)."""
@@ -163,6 +175,6 @@ def record_heldout_error(task, hardware: str, figures: dict) -> Path | None:
     return path
 
 
-__all__ = ["ConfigRecovery", "LEGACY_FIELDS", "error_file", "expected_error",
+__all__ = ["ConfigRecovery", "LEGACY_FIELDS", "config_from_text", "error_file", "expected_error",
            "record_heldout_error",
            "parse_config_text", "table_paths"]

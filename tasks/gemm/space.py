@@ -32,6 +32,10 @@ class GemmConfig:
     kmajor_b: bool = False         # B stored k-major (column-major)
     subtile: int = 1               # output tile split into column halves, each with its
                                    # own accumulator and store (smaller epilogue)
+    swap_ab: bool = False          # C^T = B^T A^T: the tile's N side feeds the MMA's M
+                                   # (>= 64 rows for wgmma), its M side the MMA's small N
+    stream_k: bool = False         # a persistent grid sharing every tile's k steps evenly;
+                                   # tiles split between programs are fixed up by atomic adds
 
     def summary(self) -> str:
         parts = [f"{self.block_m}x{self.block_n}x{self.block_k} tiles", f"{self.num_warps} warps"]
@@ -46,7 +50,8 @@ class GemmConfig:
             parts.append(f"epilogue in {self.subtile} column subtiles")
         for flag, text in ((self.persistent, "persistent grid"), (self.tma, "TMA"),
                            (self.warp_specialize, "warp-specialized"),
-                           (self.kmajor_b, "k-major B")):
+                           (self.kmajor_b, "k-major B"), (self.swap_ab, "swapped A and B"),
+                           (self.stream_k, "stream-K")):
             if flag:
                 parts.append(text)
         return ", ".join(parts)
@@ -56,6 +61,34 @@ BASELINE = GemmConfig()
 EXPERT = GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True, warp_specialize=True,
                     kmajor_b=True)
 SPLITK = GemmConfig(split_k=4, combine="atomic")
+SWAPAB = GemmConfig(block_m=16, swap_ab=True)
+STREAMK = GemmConfig(stream_k=True)
+#: swap-AB and stream-K configurations for small and ragged shapes, by name: what the GPU
+#: scripts time (`benchmarks/gemm_suite.py --configs`, `record_gemm_table.py
+#: --small-shapes`, `record_programs.py plan --configs small-shapes`) and what the tests
+#: check and compile for sm_90 at every suite shape where the mask allows them
+SMALL_SHAPES = {
+    "swap-16x128x128": GemmConfig(16, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-32x128x128": GemmConfig(32, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-64x128x64": GemmConfig(64, 128, 64, 4, 4, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-32x256x64": GemmConfig(32, 256, 64, 8, 3, tma=True, kmajor_b=True, swap_ab=True),
+    "swap-16x64x128-plain": GemmConfig(16, 64, 128, 4, 4, swap_ab=True),
+    "swap-splitk4-16x128x128": GemmConfig(16, 128, 128, 4, 4, split_k=4, combine="atomic",
+                                          tma=True, kmajor_b=True, swap_ab=True),
+    "sk-128x128x64": GemmConfig(128, 128, 64, 8, 3, tma=True, kmajor_b=True, stream_k=True),
+    "sk-128x256x64": GemmConfig(128, 256, 64, 8, 3, tma=True, kmajor_b=True, stream_k=True),
+    "sk-64x128x64": GemmConfig(64, 128, 64, 4, 4, tma=True, kmajor_b=True, stream_k=True),
+    "sk-128x128x64-plain": GemmConfig(128, 128, 64, 8, 3, stream_k=True),
+    "swap-sk-32x128x128": GemmConfig(32, 128, 128, 4, 4, tma=True, kmajor_b=True, swap_ab=True,
+                                     stream_k=True),
+    "swap-sk-64x128x64": GemmConfig(64, 128, 64, 4, 3, tma=True, kmajor_b=True, swap_ab=True,
+                                    stream_k=True),
+}
+#: stream-K spreads the k steps of at most this many waves of tiles (one wave: one tile
+#: per SM): past that the last wave's imbalance is a small share of the work, and the
+#: checker's enumeration of the tile segments (one per program and tile it touches,
+#: `argus_env.check.symbolic.tiles.LIMIT`) would outgrow its bound
+STREAM_K_WAVES = 8
 
 
 # ---------------------------------------------------------------- rendering
@@ -74,6 +107,9 @@ def render(c: GemmConfig) -> str:
 def _grid(c: GemmConfig) -> list[str]:
     tiles = "A.cdiv(M, BM) * A.cdiv(N, BN)"
     split = ", SPLIT_K" if c.split_k > 1 else ""
+    if c.stream_k:   # one program per SM, or per k step where there are fewer
+        return [f"A.grid(A.minimum(A.num_sms(), {tiles} * A.cdiv(K, BK)))",
+                "num_pid_m = A.cdiv(M, BM)", "num_pid_n = A.cdiv(N, BN)"]
     if c.persistent:
         return [f"A.grid(A.minimum(A.num_sms(), {tiles}))",
                 "num_pid_m = A.cdiv(M, BM)", "num_pid_n = A.cdiv(N, BN)"]
@@ -94,6 +130,14 @@ def _swizzle(c: GemmConfig) -> list[str]:
 
 
 def _tile_loop(c: GemmConfig) -> list[str]:
+    if c.stream_k:
+        # the flattened k steps of all tiles, [it_lo, it_hi) of them for this program: the
+        # tiles it touches, each over the k steps it owns
+        return ["iters = A.cdiv(K, BK)", "total = num_pid_m * num_pid_n * iters",
+                "per = A.cdiv(total, A.num_programs(0))", "it_lo = A.program_id(0) * per",
+                "it_hi = A.minimum(it_lo + per, total)",
+                "for tile in A.range(it_lo // iters, A.cdiv(it_hi, iters)):"] + \
+            ["    " + x for x in _swizzle(c) + _tile(c)]
     if c.persistent:
         head = ["tiles_per_group = GROUP_M * num_pid_n"] if c.group_m > 1 else []
         ws = ", warp_specialize=True" if c.warp_specialize else ""
@@ -116,24 +160,37 @@ def _tile(c: GemmConfig) -> list[str]:
                 "k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK",
                 "k_lo = pid_k * k_per_split", "k_hi = A.minimum(k_lo + k_per_split, K)"]
         lo, hi, bound = "k_lo", "k_hi", "k_hi"
+    if c.stream_k:
+        out += ["k_lo = (A.maximum(it_lo, tile * iters) - tile * iters) * BK",
+                "k_hi = A.minimum((A.minimum(it_hi, tile * iters + iters) - tile * iters) * BK, K)"]
+        lo, hi = "k_lo", "k_hi"
     stages = f", stages={c.stages}" if c.stages else ""
-    out += ["acc = A.zeros((BM, BN), A.f32)", f"for k in A.range({lo}, {hi}, BK{stages}):",
+    shape = "(BN, BM)" if c.swap_ab else "(BM, BN)"
+    out += [f"acc = A.zeros({shape}, A.f32)", f"for k in A.range({lo}, {hi}, BK{stages}):",
             "    ks = k + A.arange(BK)"]
-    if c.tma:
+    if c.tma and c.swap_ab:
+        out += ["    acc = A.dot(A.trans(A.load(b[ks, cols], tma=True)), "
+                "A.trans(A.load(a[rows, ks], tma=True)), acc, mma=A.wgmma)"]
+    elif c.tma:
         out += ["    acc = A.dot(A.load(a[rows, ks], tma=True), A.load(b[ks, cols], tma=True), "
                 "acc, mma=A.wgmma)"]
     else:
         out += [f"    a_tile = A.load(a[rows, ks], mask=(rows < M, ks < {bound}), other=0.0)",
                 f"    b_tile = A.load(b[ks, cols], mask=(ks < {bound}, cols < N), other=0.0)",
+                "    acc = A.dot(A.trans(b_tile), A.trans(a_tile), acc)" if c.swap_ab else
                 "    acc = A.dot(a_tile, b_tile, acc)"]
-    out.append(f"A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers({lo}, {hi}))")
-    value = "A.cast(acc, A.bf16)"
+    tags = "M=rows[None, :], N=cols[:, None]" if c.swap_ab else "M=rows[:, None], N=cols[None, :]"
+    out.append(f"A.assert_tags(acc, {tags}, K=A.covers({lo}, {hi}))")
+    value = "A.cast(A.trans(acc), A.bf16)" if c.swap_ab else "A.cast(acc, A.bf16)"
+    atomic = f"A.atomic_add(c[rows, cols], {value}, mask=(rows < M, cols < N))"
+    store = f"A.store(c[rows, cols], {value}, tma=True)" if c.tma else \
+        f"A.store(c[rows, cols], {value}, mask=(rows < M, cols < N))"
     if c.split_k > 1 and c.combine == "atomic":
-        out.append(f"A.atomic_add(c[rows, cols], {value}, mask=(rows < M, cols < N))")
-    elif c.tma:
-        out.append(f"A.store(c[rows, cols], {value}, tma=True)")
+        out.append(atomic)
+    elif c.stream_k:   # a tile whole in this program is stored, one shared is added up
+        out += ["if (k_lo == 0) & (k_hi == K):", "    " + store, "else:", "    " + atomic]
     else:
-        out.append(f"A.store(c[rows, cols], {value}, mask=(rows < M, cols < N))")
+        out.append(store)
     return out
 
 
@@ -164,14 +221,19 @@ def _subtiled(c: GemmConfig) -> list[str]:
 
 
 # ---------------------------------------------------------------- preconditions
+def mma_rows(c: GemmConfig) -> int:
+    """The rows of the MMA: the tile's N side when A and B are swapped."""
+    return c.block_n if c.swap_ab else c.block_m
+
+
 def footprint(c: GemmConfig) -> Footprint:
     """One program's shared memory and registers: the A/B ring, the fp32 accumulators
     (two half-width ones when subtiled), the TMA-store staging of the output tile, and
     for atomic adds the bf16 output tile's layout conversion, made in shared memory
     after the loop (Triton 3.9 for sm_90: 32,768 B for 256x64, above a 3-stage ring of
-    30,744 B)."""
-    atomic = c.split_k > 1 and c.combine == "atomic"
-    staged = c.tma and not atomic
+    30,744 B). Stream-K stores whole tiles (staged by TMA) and adds split ones."""
+    atomic = (c.split_k > 1 and c.combine == "atomic") or c.stream_k
+    staged = c.tma and not (c.split_k > 1 and c.combine == "atomic")
     halves = c.subtile if c.subtile > 1 else 1
     fp = dot_footprint(c.block_m, c.block_n // halves, c.block_k, c.num_warps,
                        c.stages or TRITON_DEFAULT_STAGES, halves, 2,
@@ -192,6 +254,11 @@ def structure_reason(c: GemmConfig, ctx: dict) -> str | None:
         return "warp specialization needs the persistent grid, TMA loads and at least 8 warps"
     if c.split_k > 1 and (c.persistent or c.subtile > 1):
         return "split-K needs a grid axis per split and one accumulator per tile"
+    if c.swap_ab and c.subtile > 1:
+        return "a swapped tile leaves as one transposed accumulator; it is not subtiled"
+    if c.stream_k and (c.persistent or c.split_k > 1 or c.subtile > 1 or c.group_m > 1):
+        return ("stream-K is its own persistent schedule over row-major tiles, each tile's "
+                "k steps in one accumulator: no persistent grid, split-K, subtiles or swizzle")
     if c.subtile > 1 and c.block_n < 32:
         return f"a {c.block_n}-column tile is too narrow to split"
     if c.subtile > 1 and c.block_n // c.subtile < 16:
@@ -199,17 +266,25 @@ def structure_reason(c: GemmConfig, ctx: dict) -> str | None:
     k = sizes.get("K", 0)
     if c.split_k > 1 and k and -(-k // c.block_k) < c.split_k:
         return f"split_k {c.split_k} exceeds the {-(-k // c.block_k)} k-tiles of K={k}"
+    if c.stream_k and {"M", "N"} <= sizes.keys():
+        sms = target_of(ctx).sms
+        tiles = -(-sizes["M"] // c.block_m) * -(-sizes["N"] // c.block_n)
+        if tiles > STREAM_K_WAVES * sms:
+            return (f"stream-K spreads at most {STREAM_K_WAVES} waves of tiles "
+                    f"({STREAM_K_WAVES * sms} on {sms} SMs); {c.block_m}x{c.block_n} tiles "
+                    f"make {tiles} here, where the last wave is a small share of the work")
     return None
 
 
 def hardware_reason(c: GemmConfig, ctx: dict) -> str | None:
     """What the target refuses: TMA (and its 16-byte rows), warp specialization, wgmma on
-    the TMA path's warps, shared memory and registers, warps for the tile."""
+    the TMA path's warps, shared memory and registers (a 16-row tile with 8 warps
+    compiles for sm_90: no rule on warps per tile beyond the MMA's)."""
     target, sizes = target_of(ctx), ctx.get("sizes", {})
     if c.tma:
         pitches = {t: sizes[d] * 2 for t, d in (("a", "K"), ("b", "K" if c.kmajor_b else "N"),
                                                 ("c", "N")) if d in sizes}
-        reason = target.tma_reason(pitches) or target.mma_reason("wgmma", c.num_warps, c.block_m)
+        reason = target.tma_reason(pitches) or target.mma_reason("wgmma", c.num_warps, mma_rows(c))
         if reason:
             return reason
     if c.warp_specialize and target.warp_specialization_reason():
@@ -217,8 +292,6 @@ def hardware_reason(c: GemmConfig, ctx: dict) -> str | None:
     reason = resource_reason(footprint(c), ctx)
     if reason:
         return reason
-    if c.block_m < 16 * c.num_warps // 4 or c.block_m * c.block_n < 32 * c.num_warps * 4:
-        return f"{c.num_warps} warps need a larger tile than {c.block_m}x{c.block_n}"
     return table_reason("gemm", c, ctx)  # the compiler's verdict, where the table has it
 
 
@@ -234,6 +307,8 @@ def _with(field):
 def _persistent(c: GemmConfig, value, ctx: dict) -> str | None:
     if value and c.split_k > 1:
         return "a persistent grid walks whole tiles; undo split_k first"
+    if value and c.stream_k:
+        return "stream-K is a persistent schedule of its own; undo stream_k first"
     if not value and c.warp_specialize:
         return "warp specialization runs on the persistent tile loop; turn it off first"
     return _with("persistent")(c, value, ctx)
@@ -250,6 +325,10 @@ def _warp_specialize(c: GemmConfig, value, ctx: dict) -> str | None:
 def _subtile(c: GemmConfig, value, ctx: dict) -> str | None:
     if value > 1 and c.split_k > 1:
         return "subtiling splits a finished tile's epilogue; undo split_k first"
+    if value > 1 and c.swap_ab:
+        return "a swapped tile leaves as one transposed accumulator; undo swap_ab first"
+    if value > 1 and c.stream_k:
+        return "stream-K keeps one accumulator per tile segment; undo stream_k first"
     if value > 1 and c.block_n < 32:
         return f"a {c.block_n}-column tile is too narrow to split"
     return _with("subtile")(c, value, ctx)
@@ -258,6 +337,8 @@ def _subtile(c: GemmConfig, value, ctx: dict) -> str | None:
 def _split_k(c: GemmConfig, value, ctx: dict) -> str | None:
     if value > 1 and c.persistent:
         return "split-K needs a grid axis per split; undo persistent first"
+    if value > 1 and c.stream_k:
+        return "stream-K already splits the k steps between programs; undo stream_k first"
     if value > 1 and c.subtile > 1:
         return "split-K needs one accumulator per tile; undo epilogue_subtile first"
     return _with("split_k")(c, value, ctx)
@@ -267,6 +348,24 @@ def _combine(c: GemmConfig, value, ctx: dict) -> str | None:
     if c.split_k == 1:
         return "there are no partial sums to combine (split_k is 1)"
     return None
+
+
+def _swap_ab(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value and c.subtile > 1:
+        return "a swapped tile leaves as one transposed accumulator; undo epilogue_subtile first"
+    return _with("swap_ab")(c, value, ctx)
+
+
+def _stream_k(c: GemmConfig, value, ctx: dict) -> str | None:
+    if value and c.persistent:
+        return "stream-K is a persistent schedule of its own; undo persistent first"
+    if value and c.split_k > 1:
+        return "stream-K splits the k steps between programs itself; undo split_k first"
+    if value and c.subtile > 1:
+        return "stream-K keeps one accumulator per tile segment; undo epilogue_subtile first"
+    if value and c.group_m > 1:
+        return "stream-K walks the tiles in row-major order; swizzle(1) first"
+    return _with("stream_k")(c, value, ctx)
 
 
 def _tma(c: GemmConfig, value, ctx: dict) -> str | None:
@@ -282,7 +381,7 @@ def _warps(c: GemmConfig, value, ctx: dict) -> str | None:
 
 
 TRANSFORMS = (
-    Transform("tile_m", "block_m", (32, 64, 128, 256), "rows of the output tile (BM)", _with("block_m")),
+    Transform("tile_m", "block_m", (16, 32, 64, 128, 256), "rows of the output tile (BM)", _with("block_m")),
     Transform("tile_n", "block_n", (32, 64, 128, 256), "columns of the output tile (BN)", _with("block_n")),
     Transform("tile_k", "block_k", (16, 32, 64, 128), "depth of one k step (BK)", _with("block_k")),
     Transform("warps", "num_warps", (2, 4, 8), "warps per program", _warps),
@@ -298,6 +397,12 @@ TRANSFORMS = (
     Transform("kmajor_b", "kmajor_b", (True, False), "store B k-major (column-major)", _with("kmajor_b")),
     Transform("epilogue_subtile", "subtile", (1, 2), "split the output tile into two column "
               "halves with their own accumulators and stores", _subtile),
+    Transform("swap_ab", "swap_ab", (True, False), "compute the transposed tile C^T = B^T A^T, "
+              "so that a small M is the MMA's N and wgmma's 64-row M side is N; the tile is "
+              "stored transposed back", _swap_ab),
+    Transform("stream_k", "stream_k", (True, False), "one program per SM, each taking an equal "
+              "share of all tiles' k steps; a tile whole in one program is stored, one split "
+              "between programs is fixed up by atomic adds", _stream_k),
 )
 
 

@@ -384,3 +384,23 @@ def test_another_gpu_records_its_own_tables_and_live_figures(rmsnorm_plan, monke
     # the folder now holds A100 answers: an H200 run there is refused
     monkeypatch.setattr(RP, "HARDWARE", "h200")
     assert RP.main(["measure", "--out", str(out), "--hardware", "h200", "--dry-run"]) == 3
+
+
+def test_a_named_configuration_set_is_planned_where_the_mask_allows_it(monkeypatch):
+    """`plan --configs small-shapes`: each swap-AB / stream-K configuration at every suite
+    shape where the mask allows it and the checker proves it, priced as its own
+    configuration (the table's feature key names it)."""
+    import argus_env.tasks.gemm.space as S
+    picked = {n: S.SMALL_SHAPES[n] for n in ("swap-16x64x128-plain", "sk-128x128x64")}
+    monkeypatch.setattr(S, "SMALL_SHAPES", picked)
+    monkeypatch.setattr(RP, "CONFIG_SETS", {"small-shapes": ("gemm", "SMALL_SHAPES")})
+    from argus_env.task import get_task
+    gemm = get_task("gemm")
+    shapes = tuple(c for c in gemm.shapes if c.name in ("decode-16", "square-8192"))
+    monkeypatch.setattr(gemm, "shapes", shapes)
+    items = list(RP.config_items(["small-shapes"]))
+    got = {(i.shape, "stream_k=True" in i.config, "swap_ab=True" in i.config) for i in items}
+    # stream-K is masked past its waves of tiles at square-8192
+    assert got == {("decode-16", False, True), ("square-8192", False, True),
+                   ("decode-16", True, False)}, got
+    assert all(i.sources == ["configs"] and i.env_id == "Argus-GEMM-v0" for i in items)

@@ -15,6 +15,10 @@ from argus_env.task import get_task
 
 SMALL = {"M": 100, "N": 72, "K": 80}
 EXPERT = {"M": 260, "N": 520, "K": 136}   # 3x3 tiles of 128x256: a partial last group
+#: the symbolic checker's SM count (`argus_env.check.symbolic.checker.DEFAULT_NUM_SMS`):
+#: a mutation whose verdict hangs on how programs share the work (stream-K) is run
+#: concretely with it too
+SMS = 132
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Mutation:
     edits: tuple[tuple[str, str], ...]
     expect: frozenset[str]
     sizes: dict = field(default_factory=lambda: dict(SMALL))
+    num_sms: int | None = None      # `A.num_sms()` for the concrete run (None: its default)
 
     def program(self) -> Program:
         text = get_task("gemm").program(self.base).text
@@ -33,10 +38,11 @@ class Mutation:
         return Program.from_text(text, filename=f"<{self.name}>")
 
 
-def M(name, base, edits, expect, sizes=None):
+def M(name, base, edits, expect, sizes=None, num_sms=None):
     if isinstance(edits[0], str):
         edits = (edits,)
-    return Mutation(name, base, tuple(edits), frozenset(expect.split()), dict(sizes or SMALL))
+    return Mutation(name, base, tuple(edits), frozenset(expect.split()), dict(sizes or SMALL),
+                    num_sms)
 
 
 STORE = "A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))"
@@ -149,6 +155,50 @@ CORPUS += [
       "coverage", TWO_PASS),
     M("reduce-rows-shifted", "splitk_reduce",
       ("rows[None, :, None], cols", "rows[None, :, None] + 1, cols"), "bounds assertion", TWO_PASS),
+]
+
+# ---- swap-AB: the tile is computed transposed (C^T = B^T A^T) and must be stored back so
+SWAP_STORE = "A.store(c[rows, cols], A.cast(A.trans(acc), A.bf16), mask=(rows < M, cols < N))"
+CORPUS += [
+    # the accumulator stored as computed, untransposed (square tiles, so that it types)
+    M("swapab-store-untransposed", "swapab",
+      (("BM: A.const = 16", "BM: A.const = 64"), (SWAP_STORE, SWAP_STORE.replace("A.trans(acc)", "acc"))),
+      "ownership"),
+    # the transposed tile stored with its offsets swapped: row offsets index C's columns
+    M("swapab-store-offsets-swapped", "swapab",
+      (SWAP_STORE, "A.store(c[cols, rows], A.cast(acc, A.bf16), mask=(cols < M, rows < N))"),
+      "ownership"),
+    # the row offset strides by the MMA's rows (BN), not the tile's (BM)
+    M("swapab-rows-stride-bn", "swapab",
+      ("rows = pid_m * BM + A.arange(BM)", "rows = pid_m * BN + A.arange(BM)"), "bijection"),
+]
+
+# ---- stream-K: each program's share of the flattened k steps, split tiles fixed up by
+# atomic adds; checked with 132 programs (SMS) by both interpreters. OWNED has more tiles
+# than programs, so that tiles whole in one program (stored) exist beside split ones.
+OWNED = {"M": 768, "N": 768, "K": 64}
+FIXUP = "if (k_lo == 0) & (k_hi == K):"
+CORPUS += [
+    # a program's range runs one k step into its neighbour's: that step's partial is
+    # added twice
+    M("streamk-partial-added-twice", "streamk",
+      ("it_hi = A.minimum(it_lo + per, total)", "it_hi = A.minimum(it_lo + per + 1, total)"),
+      "coverage", SMALL, SMS),
+    # every range starts one k step late: the first k step of the first tile is skipped
+    M("streamk-k-range-skipped", "streamk",
+      ("it_lo = A.program_id(0) * per", "it_lo = A.program_id(0) * per + 1"),
+      "coverage", SMALL, SMS),
+    # a segment's k offset from the tile's start, not from the program's first step
+    M("streamk-segment-from-tile-start", "streamk",
+      ("k_lo = (A.maximum(it_lo, tile * iters) - tile * iters) * BK", "k_lo = 0"),
+      "coverage", SMALL, SMS),
+    # the fix-up stores a tile that only starts in this program: its neighbours' partials
+    # are added to a stored value
+    M("streamk-fixup-stores-split-tile", "streamk", (FIXUP, "if (k_lo == 0) | (k_hi == K):"),
+      "exactly_once coverage", SMALL, SMS),
+    # a whole tile is stored and added too
+    M("streamk-fixup-adds-owned-tile", "streamk", ("        else:\n            A.atomic_add", "        A.atomic_add"),
+      "exactly_once", OWNED, SMS),
 ]
 
 assert len({m.name for m in CORPUS}) == len(CORPUS), "mutation names must be unique"

@@ -17,11 +17,17 @@ CLEAN = [(w, s) for w in TASK.programs
          for s in ({"M": 100, "N": 72, "K": 80}, {"M": 130, "N": 264, "K": 72})]
 
 
+def _sms(mutation) -> dict:
+    """The concrete run's `A.num_sms()`, where the mutation names one (stream-K: the
+    symbolic checker's count, so that both share the programs' work alike)."""
+    return {"num_sms": mutation.num_sms} if mutation.num_sms else {}
+
+
 @pytest.mark.parametrize("mutation", CORPUS, ids=lambda m: m.name)
 def test_verdicts_agree_on_seeded_bugs(mutation):
     prog = mutation.program()
     sym = check_program(prog, mutation.sizes, TASK)
-    con = check_program(prog, mutation.sizes, TASK, method="concrete")
+    con = check_program(prog, mutation.sizes, TASK, method="concrete", **_sms(mutation))
     assert sym.kinds() == con.kinds(), \
         f"symbolic {sorted(sym.kinds())} vs concrete {sorted(con.kinds())}\n{sym.render()}\n{con.render()}"
 
@@ -55,7 +61,7 @@ def test_symbolic_counterexamples_replay_concretely(mutation):
     for v in report.violations:
         if v.invariant not in REPLAYED or not v.program_id:
             continue
-        rp = replay(prog, v, task=TASK)
+        rp = replay(prog, v, task=TASK, **_sms(mutation))
         if v.invariant in ("ownership", "assertion"):
             for name, got in v.actual.items():
                 assert rp["value"]["tags"].get(name) == got, (v.render(), rp["value"])

@@ -23,6 +23,12 @@ SIZES = [
 @pytest.mark.parametrize("sizes", SIZES, ids=lambda s: "x".join(map(str, s.values())))
 @pytest.mark.parametrize("which", list(TASK.programs))
 def test_no_false_alarms_on_task_programs(which, sizes):
+    from argus_env.tasks.gemm.space import STREAMK
+    # stream-K is offered for at most STREAM_K_WAVES waves of tiles (the mask refuses it
+    # past that, where the checker's enumeration of its tile segments would outgrow its bound)
+    masked = TASK.space.structure_reason(STREAMK, {"sizes": sizes}) if which == "streamk" else None
+    if masked:
+        pytest.skip(f"the mask refuses the stream-K program here: {masked}")
     report = check_program(TASK.program(which), sizes, TASK)
     assert report.ok, report.render()
     assert not report.notes, f"unproven checks on a correct program: {report.notes}"

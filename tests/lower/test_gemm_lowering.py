@@ -111,3 +111,68 @@ def test_programs_compile_for_hopper_without_a_gpu():
     assert expert.wgmma > 0 and expert.tma_loads > 0, expert
     assert base.tma_loads == 0, "the baseline uses plain loads"
     assert expert.shared_bytes <= 232448, f"over the H200's shared memory: {expert.shared_bytes}"
+
+
+# ---------------------------------------------------------------- swap-AB and stream-K
+#: the reduced shapes, and one whose k steps split tiles between the interpreter's
+#: programs into many segments (K ragged for every BK)
+SPLIT = {"M": 200, "N": 200, "K": 1000}
+FAST = ("swap-16x128x128", "sk-128x128x64", "swap-sk-64x128x64")
+
+
+def _stream_k_tiles(config, sizes: dict, sms: int) -> tuple[int, int]:
+    """(tiles whole in one program, tiles split between programs) of a stream-K launch."""
+    iters = -(-sizes["K"] // config.block_k)
+    tiles = -(-sizes["M"] // config.block_m) * -(-sizes["N"] // config.block_n)
+    total = tiles * iters
+    per = -(-total // min(sms, total))
+    owners = [{p for p in range(min(sms, total)) if p * per < (t + 1) * iters and
+               min(p * per + per, total) > t * iters} for t in range(tiles)]
+    return sum(len(o) == 1 for o in owners), sum(len(o) > 1 for o in owners)
+
+
+def _small(name: str):
+    from argus_env.tasks.gemm.space import SMALL_SHAPES
+    return SMALL_SHAPES[name]
+
+
+def _names(fast: bool) -> list:
+    from argus_env.tasks.gemm.space import SMALL_SHAPES
+    return [n for n in SMALL_SHAPES if (n in FAST) == fast]
+
+
+@pytest.mark.parametrize("sizes", [*TASK.cpu_shapes, SPLIT], ids=lambda s: "x".join(map(str, s.values())))
+@pytest.mark.parametrize("name", [*_names(True), *(pytest.param(n, marks=pytest.mark.slow)
+                                                    for n in _names(False))])
+def test_swap_ab_and_stream_k_configurations_match_torch(name, sizes):
+    """Under the interpreter (3 SMs: stream-K's programs each walk several tiles) at the
+    reduced shapes, ragged in M, N and K."""
+    prog = TASK.bind(TASK.space.program(_small(name)), sizes)
+    verdict = oracle.check(prog, TASK, sizes, lower.load(prog, interpret=True), seed=7)
+    assert verdict.ok, f"{name} at {sizes}: {verdict.message}"
+    assert verdict.max_rel_err < 0.05, f"{name} error {verdict.max_rel_err} is suspiciously large"
+
+
+def test_the_reduced_shapes_exercise_both_stream_k_paths():
+    """Some tile is stored whole and some is fixed up by atomic adds at the shapes above,
+    with the interpreter's SM count."""
+    from argus_env.lower.runtime import INTERPRETER_NUM_SMS
+    for name in ("sk-128x128x64", "swap-sk-64x128x64"):
+        counts = [_stream_k_tiles(_small(name), s, INTERPRETER_NUM_SMS)
+                  for s in [*TASK.cpu_shapes, SPLIT]]
+        assert any(whole for whole, _ in counts) and any(split for _, split in counts), \
+            (name, counts)
+
+
+def test_oracle_catches_a_stream_k_fixup_bug_and_an_untransposed_swap():
+    """A whole tile added on top of its store (stream-K) and an accumulator stored as
+    computed (swap-AB, square tiles) give wrong numbers the oracle names."""
+    sizes = {"M": 130, "N": 136, "K": 96}
+    sk = TASK.program("streamk")
+    bad = _mutate(sk.text, "        else:\n            A.atomic_add", "        A.atomic_add")
+    verdict = oracle.check(bad, TASK, sizes, lower.load(bad, interpret=True))
+    assert not verdict.ok and "differs from the reference" in verdict.message, verdict
+    sw = TASK.program("swapab").text.replace("BM: A.const = 16", "BM: A.const = 64")
+    bad = _mutate(sw, "A.cast(A.trans(acc), A.bf16)", "A.cast(acc, A.bf16)")
+    verdict = oracle.check(bad, TASK, sizes, lower.load(bad, interpret=True))
+    assert not verdict.ok and "differs from the reference" in verdict.message, verdict

@@ -147,6 +147,45 @@ def test_num_sms_in_the_grid_without_a_tile_loop_is_not_persistent():
     assert_same_price(Program.from_text(text), base, SQUARE)
 
 
+RAGGED = {"M": 1000, "N": 1000, "K": 1000}
+
+
+def test_swapped_operand_names_are_not_swap_ab():
+    """Swap-AB is read from where the dot's operands come from, not from their names."""
+    base = GEMM.program("baseline")
+    text = base.text.replace("a_tile = A.load(a[", "b_tile = A.load(a[", 1)
+    text = text.replace("b_tile = A.load(b[", "a_tile = A.load(b[", 1)
+    text = text.replace("A.dot(a_tile, b_tile, acc)", "A.dot(b_tile, a_tile, acc)")
+    gamed = Program.from_text(text)
+    assert "swap_ab" not in price(gamed, SQUARE).details["config"]
+    assert_same_price(gamed, base, SQUARE, tolerance=0.0)
+    swapped = price(GEMM.program("swapab"), SQUARE)
+    assert "swap_ab=True" in swapped.details["config"], swapped.details
+
+
+def test_a_tile_loop_around_a_fixed_k_loop_is_not_stream_k():
+    """A loop of one trip per program around the baseline's k loop: the k range does not
+    follow the program, so nothing is shared out; priced as the baseline."""
+    base = GEMM.program("baseline")
+    lines = base.text.splitlines()
+    at = next(i for i, x in enumerate(lines) if "rows = pid_m * BM" in x)
+    body = ["    for once in A.range(pid_m, pid_m + 1):"] + ["    " + x for x in lines[at:]]
+    gamed = Program.from_text("\n".join(lines[:at] + body) + "\n")
+    assert "stream_k" not in price(gamed, RAGGED).details["config"]
+    assert_same_price(gamed, base, RAGGED)
+
+
+def test_stream_k_is_priced_by_its_busiest_program():
+    """A stream-K program that gives every k step to program 0 (the others idle) is
+    priced as the work of one SM, not as an even share of the grid."""
+    even = GEMM.program("streamk")
+    text = even.text.replace("per = A.cdiv(total, A.num_programs(0))", "per = total")
+    lazy = Program.from_text(text)
+    a, b = price(even, RAGGED), price(lazy, RAGGED)
+    assert "stream_k=True" in a.details["config"] and "stream_k=True" in b.details["config"]
+    assert b.ms > 20 * a.ms, (a.ms, b.ms)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""

@@ -41,7 +41,8 @@ def gemm(m: int, n: int, k: int, bm: int = 64, bn: int = 64, bk: int = 32, warps
         atomic_output=split > 1, group_m=group, kmajor_b=tma, operand_bytes=2, output_bytes=2,
         k_iterations=max(1, -(-k // (bk * split))),
         staging_bytes=bm * bn * 2 if tma and split == 1 else 0,
-        tma_pitches=(("a", 2 * k), ("b", 2 * k), ("c", 2 * n)) if tma else ())
+        tma_pitches=(("a", 2 * k), ("b", 2 * k), ("c", 2 * n)) if tma else (),
+        zero_filled=split > 1)
 
 
 def program(name: str, m: int, n: int, k: int, profile=H200) -> Estimate:

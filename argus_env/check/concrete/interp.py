@@ -24,6 +24,7 @@ from .memory import TensorWrites, load, reference, store
 from .ops import CALL_RULES, ConcreteError, binop, unaryop
 from .values import (Val, bcast, coverage_mismatch, cov_text, expect_range, first,
                               reshape, scalar, summary, tagged)
+from ..fragments import as_stored
 from ..pack import InvariantPack
 from ..report import Violation
 
@@ -323,9 +324,11 @@ class Interp:
         element = tuple(int(i) for i in element)
         thread = register = None
         if tile is not None and len(tile.shape) == 2 and len(element) == 2:
-            layout = fragment(tile.layout or "blocked", tuple(tile.shape), self.num_warps)
+            # a transposed accumulator's element (i, j) is the accumulator's (j, i)
+            policy, shape, at = as_stored(tile.layout or "blocked", tile.shape, element)
+            layout = fragment(policy, shape, self.num_warps)
             if layout is not None:
-                thread, register = (int(x) for x in layout.owner_of(*element))
+                thread, register = (int(x) for x in layout.owner_of(*at))
         self.sh.rec.add(Violation(
             invariant, op, line, message, source=stmt_text(self.current) if self.current else "",
             sizes=dict(self.sizes), program_id=self.pid, names=self.names(), element=element,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...dsl.errors import DSLError
 from ...ir import nodes as ir
+from ..fragments import transposed
 from ..pack import FINAL
 from .order import check_added, finalise, normalised, rounded
 from .values import (Cov, Tag, Val, bcast, bshape, cov_select, cov_sum, cov_to,
@@ -257,7 +258,7 @@ def trans(it, e: ir.Call) -> Val:
     return x.moved(shape=x.shape[::-1], value=None if x.value is None else x.value.T,
                    tags={n: Tag(t.val.T, t.has.T) for n, t in x.tags.items()},
                    cov={n: tc(c) for n, c in x.cov.items()},
-                   cset={n: tc(c) for n, c in x.cset.items()}, layout=None)
+                   cset={n: tc(c) for n, c in x.cset.items()}, layout=transposed(x.layout))
 
 
 def tag(it, e: ir.Call) -> Val:

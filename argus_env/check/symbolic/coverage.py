@@ -13,12 +13,16 @@ import itertools
 
 import z3
 
-from .solver import Var, affine
-from .values import Cov, axis_ranges, evaluate, free_names
+from .solver import Var, affine, const_value
+from .values import Cov, axis_ranges, depends_on, evaluate, free_names
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
-                 frag=None, defaults=None, scope=None) -> None:
+                 frag=None, defaults=None, scope=None, groups=None) -> None:
+    """`groups` (optional) splits the completeness step by the checked instance: pairs
+    (equalities naming one instance, the picks of each term that may cover its element),
+    one query each; every instance the context allows must share its element's
+    coordinates with one group's instance (`whole._coverage_groups`)."""
     ctx = list(context) + axis_ranges(shape)
     ok = True
     for term in terms:
@@ -51,9 +55,18 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                            scope=scope)
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
-    covered = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
-    m = ck.solve(ctx + [x >= lo, x < hi, z3.Not(z3.Or(*covered))] if covered else
-                 ctx + [x >= lo, x < hi])
+    plain = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
+    shapes = [_shapes(t, x, defaults or {}) for t in terms]
+    m = None
+    for inst, chosen in groups if groups is not None else [((), None)]:
+        covered = list(plain)
+        for i, (t, sh) in enumerate(zip(terms, shapes)):
+            picks = t.picks if chosen is None else chosen[i]
+            covered += [_some_lane(ck, w) for w in _at_picks(sh, picks)]
+        here = ctx + [v == value for v, value in inst] + [x >= lo, x < hi]
+        m = ck.solve(here + [z3.Not(z3.Or(*covered))] if covered else here)
+        if m is not None:
+            break
     if m is None:
         if ok:
             ck.proven(f"{op}: {name} covered exactly once")
@@ -131,6 +144,62 @@ def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
         perms = list(itertools.permutations(g))[:6]
         orders = [o + list(p) for o in orders for p in perms][:24]
     return [_witness(term, x, defaults, c0, order) for order in orders]
+
+
+def linear_in(e, v) -> int | None:
+    """The coefficient of `v` in `e` when `e` moves by one constant per unit of `v`, the
+    other variables held symbolic (sampled at 0, 1, 2 and 5), else None. Used only to
+    choose witnesses, which the solver then confirms: a wrong guess costs a proof, never
+    makes one."""
+    at = [z3.simplify(z3.substitute(e, (v, z3.IntVal(i)))) for i in (0, 1, 2, 5)]
+    c = const_value(z3.simplify(at[1] - at[0]))
+    if c is None:
+        return None
+    if any(const_value(z3.simplify(y - at[0])) != c * i for i, y in zip((2, 5), at[2:])):
+        return None
+    return c
+
+
+def affine_index(term: Cov) -> bool:
+    """Whether the term's index moves linearly in each bound variable it depends on."""
+    return all(linear_in(term.idx, b) is not None for b in unique(term.bound)
+               if depends_on(term.idx, b))
+
+
+def _shapes(term: Cov, x, defaults: dict):
+    """For a term with enumerated writers (`Cov.picks`) whose index is not affine in some
+    bound variables (a stream-K program's k offset is a maximum over its program id):
+    (those variables, the witnesses built with them left free), the index being affine in
+    the rest (a k loop, a lane); None for any other term."""
+    if not term.picks:
+        return None
+    bound = unique(term.bound)
+    inner = [b for b in bound if depends_on(term.idx, b) and linear_in(term.idx, b) is None]
+    if not inner:
+        return None
+    ids = {b.get_id() for b in inner}
+    free = Cov(tuple(b for b in bound if b.get_id() not in ids), term.dom, term.idx,
+               term.kind, tuple((v, e) for v, e in term.defaults if v.get_id() not in ids))
+    return ids, _witnesses(free, x, {k: v for k, v in defaults.items() if k not in ids})
+
+
+def _at_picks(shapes, picks) -> list[z3.BoolRef]:
+    """The witnesses of `_shapes` taken at each enumerated writer instance."""
+    if shapes is None or not picks:
+        return []
+    ids, forms = shapes
+    seen, out = set(), []
+    for pick in picks:
+        pairs = tuple((v, n) for v, n in pick if v.get_id() in ids)
+        key = tuple((v.get_id(), n.as_long()) for v, n in pairs)
+        if len(pairs) != len(ids) or key in seen:
+            continue
+        seen.add(key)
+        for w in forms:
+            at = z3.simplify(z3.substitute(w, *pairs))
+            if not z3.is_false(at):
+                out.append(at)
+    return out
 
 
 def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:

@@ -12,6 +12,7 @@ import z3
 from ...dsl.dtypes import DTYPES
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
+from ..fragments import transposed
 from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
@@ -239,7 +240,7 @@ def _cast(ck, e):
 
 def _trans(ck, e):
     x = ck.expr(e.arg("x"))
-    return move_axes(x, {0: 1, 1: 0}, x.shape[::-1])
+    return replace(move_axes(x, {0: 1, 1: 0}, x.shape[::-1]), frag=transposed(x.frag))
 
 
 def _where(ck, e):

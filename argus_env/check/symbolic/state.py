@@ -13,7 +13,7 @@ import z3
 from ...ir import nodes as ir
 from ...ir.printer import _stmt_ast, print_expr
 from ...layout.tv import fragment_layout
-from ..fragments import mma_policy
+from ..fragments import as_stored, mma_policy
 from .values import SV
 
 
@@ -53,7 +53,9 @@ class Write:
 def owner(frag, shape, kernel: ir.Kernel, element,
           target=None) -> tuple[int | None, int | None]:
     """Thread and register owning `element` of a tile of fragment policy `frag` (an MMA
-    accumulator without a stated instruction takes the `target`'s default)."""
+    accumulator without a stated instruction takes the `target`'s default; a transposed
+    accumulator's element is the accumulator's transposed one)."""
+    frag, shape, element = as_stored(frag, shape, element)
     warps = kernel.option("num_warps", 4)
     policy = frag if frag in ("wgmma", "mma_v2") else (
         mma_policy(target, warps, shape[0]) if frag == "mma" else "blocked")

@@ -67,15 +67,43 @@ def instances(ck, w, limit: int = LIMIT):
     return out
 
 
+def _judged(ck, w, limit: int) -> list | None:
+    """`instances` of write `w`, each with its path constraints evaluated on integers
+    (True, False, or None where one does not reduce: a constraint on tile elements);
+    cached on the write."""
+    memo = getattr(w, "_judged", None)
+    if memo is not None and memo[0] >= limit:
+        return memo[1] if memo[1] is None or len(memo[1]) <= limit else None
+    insts = instances(ck, w, limit)
+    judged = None if insts is None else [(pairs, [_true(c, pairs) for c in w.path])
+                                         for pairs in insts]
+    w._judged = (limit, judged)
+    return judged
+
+
+def live_instances(ck, w, limit: int = LIMIT) -> list | None:
+    """`instances` of write `w` less those its path excludes on integers (a constraint
+    that does not reduce to true or false, one on tile elements say, keeps the instance)."""
+    judged = _judged(ck, w, limit)
+    if judged is None:
+        return None
+    return [pairs for pairs, on in judged if False not in on]
+
+
+def origin_at(bases, pairs) -> tuple | None:
+    """A tile origin's integers at one instance (`pairs`), or None where not integers."""
+    o = tuple(_int(b, pairs) for b in bases)
+    return None if None in o else o
+
+
 def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
     """The tile origins the instances of block-form write `w` reach where its path holds,
     or None when that cannot be worked out on integers."""
-    insts = instances(ck, w, limit)
-    if insts is None:
+    judged = _judged(ck, w, limit)
+    if judged is None:
         return None
     reached = set()
-    for pairs in insts:
-        on = [_true(c, pairs) for c in w.path]
+    for pairs, on in judged:
         if None in on:
             return None
         if not all(on):
@@ -147,4 +175,4 @@ def _check(ck, s, keep_unknown: bool = False):
     return False if r == z3.unknown and keep_unknown else None
 
 
-__all__ = ["LIMIT", "instances", "missing_origin", "nearest", "origins"]
+__all__ = ["LIMIT", "instances", "live_instances", "origin_at", "missing_origin", "nearest", "origins"]

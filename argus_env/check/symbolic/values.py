@@ -29,17 +29,23 @@ class Cov:
 
     `defaults` pairs bound variables with the values they take at a given point of the
     others (a workspace element's writer, from its coordinates): the completeness proof
-    substitutes them where the index alone does not pin a bound variable down."""
+    substitutes them where the index alone does not pin a bound variable down.
+
+    `picks` are the writer's instances enumerated on integers, each a tuple of (bound
+    variable, integer) pairs (`whole._writer_picks`): where the index is not affine in the
+    bound variables (a stream-K program's k offset is a maximum over its program id), the
+    completeness proof tries each instance, at which the rest is affine."""
 
     bound: tuple[z3.ArithRef, ...]
     dom: z3.BoolRef
     idx: z3.ArithRef
     kind: str = "sum"
     defaults: tuple = ()
+    picks: tuple = ()
 
     def map(self, fn) -> "Cov":
         return Cov(self.bound, fn(self.dom), fn(self.idx), self.kind,
-                   tuple((v, fn(e)) for v, e in self.defaults))
+                   tuple((v, fn(e)) for v, e in self.defaults), self.picks)
 
     def guard(self, cond) -> "Cov":
         """The term restricted to where `cond` holds."""

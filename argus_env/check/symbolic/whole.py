@@ -25,11 +25,12 @@ from __future__ import annotations
 import ast
 import itertools
 import math
+from dataclasses import replace
 
 import z3
 
 from . import tiles
-from .coverage import exactly_once, unique
+from .coverage import affine_index, exactly_once, unique
 from .solver import affine, const_value
 from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
@@ -141,6 +142,16 @@ def _exactly_once_tiles(ck, w) -> None:
                scope=w.names)
 
 
+def _apart(ck, w, w2) -> bool:
+    """Two writes of aligned tiles of one block shape whose instances, enumerated on
+    integers (`tiles.origins`), reach no tile origin in common: no element is both's."""
+    if block_form(ck, w) is None or block_form(ck, w2) is None or w._block[1] != w2._block[1]:
+        return False
+    o1 = tiles.origins(ck, w, w._block[0])
+    o2 = tiles.origins(ck, w2, w2._block[0]) if o1 is not None else None
+    return o2 is not None and not (o1 & o2)
+
+
 def _two_writes(ck, w, w2) -> tuple[list, object, object]:
     """Two instances (copies ~1 and ~2) of writes `w` and `w2` live at one element: the
     constraints, and the two copiers. Where `w` is `w2`, the instances differ."""
@@ -166,6 +177,10 @@ def _exactly_once_write(ck, w, w2) -> None:
     if id(w2) in _distinct_from(w):  # already proven, by the same query (`_distinct_elements`)
         ck.stmt = w.stmt
         ck.proven(f"{w.tensor}: each element written once")
+        return
+    if not same and _apart(ck, w, w2):
+        ck.stmt = w.stmt
+        ck.proven(f"{w.tensor}: no element written by two statements (their tiles, enumerated)")
         return
     cons, c1, c2 = _two_writes(ck, w, w2)
     m = ck.solve_real(cons)
@@ -571,7 +586,7 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "store", w.value.frag,
                      scope=w.names)
         return
-    terms, defaults = [], {}
+    terms, defaults, sources = [], {}, []
     for w2 in ws:
         if not w2.atomic:
             continue
@@ -582,11 +597,66 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
                       c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)],
                       *([c(v) == v for v in _tile_pins(ck, w)] if w2 is w else []))
-        for t in w2.value.cov.get(name, []):
-            terms.append(Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
-                             c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults)))
+        mine = [Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
+                    c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults))
+                for t in w2.value.cov.get(name, [])]
+        if any(not affine_index(t) for t in mine):
+            picks = _writer_picks(ck, w2, c)
+            mine = [replace(t, picks=picks) for t in mine]
+        terms += mine
+        sources += [(w2, c)] * len(mine)
+    groups = _coverage_groups(ck, w, terms, sources) if any(t.picks for t in terms) else None
     exactly_once(ck, terms, lo, hi, w.path + [w.live], w.shape, name, "atomic_add",
-                 w.value.frag, defaults, scope=w.names)
+                 w.value.frag, defaults, scope=w.names, groups=groups)
+
+
+def _coverage_groups(ck, w, terms, sources) -> list | None:
+    """The completeness of an atomic combine checked one tile at a time: for each tile
+    origin the live instances of write `w` reach (enumerated on integers), one of them
+    (equalities naming it) and, per term, the enumerated writers whose tile has that
+    origin (no other can write its elements: aligned tiles of one block shape). None
+    where the writes are not aligned tiles of one shape or are not enumerable."""
+    if block_form(ck, w) is None:
+        return None
+    checked = tiles.live_instances(ck, w)
+    if checked is None:
+        return None
+    reps = {}
+    for pairs in checked:
+        o = tiles.origin_at(w._block[0], pairs)
+        if o is None:
+            return None
+        reps.setdefault(o, pairs)
+    by_term = []
+    for t, (w2, copy) in zip(terms, sources):
+        if not t.picks:
+            by_term.append({})
+            continue
+        if block_form(ck, w2) is None or w2._block[1] != w._block[1]:
+            return None
+        bases = [copy(b) for b in w2._block[0]]
+        by = {}
+        for pick in t.picks:
+            o = tiles.origin_at(bases, pick)
+            if o is None:
+                return None
+            by.setdefault(o, []).append(pick)
+        by_term.append(by)
+    return [(tuple(pairs), tuple(tuple(by.get(o, ())) for by in by_term))
+            for o, pairs in reps.items()]
+
+
+def _writer_picks(ck, w, copy) -> tuple:
+    """The live instances of atomic write `w` enumerated on integers (`tiles.live_instances`),
+    as pairs of its copied variables and their values (`Cov.picks`), or () past the
+    enumeration's limit: the completeness of a reduction whose index is not affine in the
+    writer's variables (stream-K's k offsets) is then shown one writer at a time."""
+    insts = tiles.live_instances(ck, w)
+    if insts is None:
+        return ()
+    twins = {v.get_id(): twin for v, twin in copy.pairs}
+    return tuple(tuple((twins[v.get_id()], value) for v, value in pairs
+                       if v.get_id() in twins) for pairs in insts)
 
 
 def _tile_pins(ck, w) -> list:
