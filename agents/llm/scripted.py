@@ -287,6 +287,8 @@ class ScriptedPlanner:
         depth = len(w.path)
         if not self.step(a):
             return False
+        if w.frac <= 0:   # refuted here, whatever a repair makes of it
+            self.refuted.add(w.config)
         if w.frac <= 0 and self.args.report and w.info["report"]["violations"]:
             self.repair()
         if w.frac > 0:

@@ -62,6 +62,12 @@ class Args:
     max_asks: int = 32
     """proposals in a row that are already measured or too far for the budget left (or,
     over several asks, out of reach at once), before one random legal step instead"""
+    prior: str = "knowledge"
+    """"knowledge": before TPE's own proposals, the configurations the knowledge base's
+    plans lead to from the baseline where their conditions hold and they expect a gain
+    (`agents/knowledge/prior.py`), best expected first, as the first proposals (Optuna's
+    enqueued trials: autotuning's warm start from known-good configurations); "uniform":
+    TPE alone"""
     track: bool = False
     """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
@@ -103,6 +109,16 @@ class _Sampler:
             params=params, distributions=self.dists,
             **({"value": math.log(frac)} if frac > 0 else {"state": state.PRUNED}))
         self.study.add_trial(trial)
+
+    def enqueue(self, config: dict) -> bool:
+        """Propose `config` (transformation name -> value) before TPE does; False when a
+        value is none of its transformation's choices."""
+        params = {n: config[n] for n in self.names if n in config}
+        if len(params) != len(self.names) or \
+                any(v not in self.dists[n].choices for n, v in params.items()):
+            return False
+        self.study.enqueue_trial(params, skip_if_exists=True)
+        return True
 
     def ask(self):
         with warnings.catch_warnings():
@@ -213,9 +229,18 @@ class _Search:
 
 @trackable("bo")
 def run(env, args: Args, progress=None) -> EpisodeRecord:
+    if args.prior not in ("knowledge", "uniform"):
+        raise ValueError(f"bo: prior must be 'knowledge' or 'uniform', got {args.prior!r}")
     s = _Search(env, args, progress)
     s.walker.reset()
     s.sampler.observe(s.walker.config, s.walker.frac)
+    if args.prior == "knowledge":
+        from argus_env.agents.knowledge.prior import ActionPrior
+        w = s.walker
+        here = dict(zip(s.view.names, w.config))
+        for gain, target in ActionPrior(env).targets(dict(w.info["sizes"]), here, w.obs["perf"]):
+            if gain > 0:
+                s.sampler.enqueue(target)
     while s.walker.left() > 1 and s.propose():
         pass
     return s.walker.finish()

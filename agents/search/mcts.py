@@ -11,8 +11,10 @@ of a program is its log throughput gain over the baseline, `log(T / T_baseline)`
 sum of the env's potential-based rewards along its path), `broken` when it is not
 measured (a violated invariant, a failed compile); an iteration's value is the best of
 the programs it met. Untried actions are the mask's legal transformations in a seeded
-random order (a uniform prior over the mask), less those that lead to a configuration
-the tree already holds (a transposition: same program, another order).
+order ranked by the knowledge base's expected gain of each action at that node
+(`agents/knowledge/prior.py`; `prior="uniform"`: the seeded random order alone), less
+those that lead to a configuration the tree already holds (a transposition: same program,
+another order).
 
 Moving between nodes costs env steps: undo to the common ancestor and step down, or
 reset (no step) and step down from the root, whichever is fewer. The budget binds every
@@ -55,6 +57,11 @@ class Args:
     one best program, and the env is deterministic), or "mean", UCT's average"""
     broken: float = -1.0
     """value of a program that was not measured, in log throughput gain"""
+    prior: str = "knowledge"
+    """the order a node's untried actions are expanded in: "knowledge", the knowledge
+    base's expected gain of each action there (`agents/knowledge/prior.py`; actions it
+    says nothing of after those it expects to gain, before those it expects to lose, ties
+    in a seeded random order), or "uniform", a seeded random order"""
     track: bool = False
     """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
@@ -75,10 +82,17 @@ class _Tree:
     def __init__(self, env, args: Args, progress):
         if args.backup not in ("max", "mean"):
             raise ValueError(f"mcts: backup must be 'max' or 'mean', got {args.backup!r}")
+        if args.prior not in ("knowledge", "uniform"):
+            raise ValueError(f"mcts: prior must be 'knowledge' or 'uniform', got {args.prior!r}")
         self.args = args
         self.w = Walker(env, "mcts", args.budget, args.seed, args.shape, progress)
         self.rng = np.random.default_rng(args.seed)
+        self.prior = None
+        if args.prior == "knowledge":
+            from argus_env.agents.knowledge.prior import ActionPrior
+            self.prior = ActionPrior(env)
         self.w.reset()
+        self.sizes = dict(self.w.info["sizes"])
         self.root = self.node()
         self.seen = {self.w.config}
         self.nodes = {(): self.root}      # path -> node
@@ -88,6 +102,10 @@ class _Tree:
         w = self.w
         untried = w.legal()
         self.rng.shuffle(untried)
+        if self.prior is not None:   # popped from the end: the best expected gain first
+            scores = self.prior.scores(self.sizes, w.view.as_dict(w.config),
+                                       w.obs["perf"])
+            untried.sort(key=lambda a: scores.get(a, 0.0))   # stable: ties stay shuffled
         return Node(list(w.path), w.gain(w.frac, self.args.broken), untried)
 
     def widened(self, n: Node) -> bool:

@@ -110,17 +110,31 @@ def test_without_the_report_the_violation_is_undone_not_repaired():
 
 
 class Programs(gym.Wrapper):
-    """Notes the program each step reaches (its hash) and whether the checker refuted it."""
+    """Notes the program each step reaches (its hash) and whether the checker refuted it,
+    leaving out steps that walk a path from the baseline walked before (a return to a kept
+    program replays its path, refuted programs on it included: a transit, not a choice)."""
 
     def __init__(self, env):
         super().__init__(env)
         self.met: list[tuple[str, bool]] = []
+        self.path: list[int] = []
+        self.walked: set[tuple] = set()
+
+    def reset(self, **kwargs):
+        self.path = []
+        return self.env.reset(**kwargs)
 
     def step(self, action):
         out = self.env.step(action)
         info = out[4]
-        if self.env.unwrapped.catalog[int(action)][0] not in ("undo", "submit"):
-            self.met.append((info["report"]["program_hash"], bool(info["report"]["violations"])))
+        name = self.env.unwrapped.catalog[int(action)][0]
+        if name == "undo":
+            self.path = self.path[:-1]
+        elif name != "submit":
+            self.path.append(int(action))
+            if tuple(self.path) not in self.walked:
+                self.met.append((info["report"]["program_hash"], bool(info["report"]["violations"])))
+            self.walked.add(tuple(self.path))
         return out
 
 
