@@ -1,5 +1,7 @@
 """Re-measure, through the live `gpu` backend (worker process, full protocol), the best
-configuration the recorded table found for each shape, against cuBLAS in the same run.
+configuration the recorded table found for each shape, against cuBLAS in the same run
+(the best row whose configuration, read from its text, renders the program it timed;
+shapes the table has no such row for are left out and named).
 
     PYTHONPATH=. python benchmarks/table_best_vs_cublas.py --out benchmarks/results/table_best_h200.json
 """
@@ -22,20 +24,29 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     from argus_env.measure.backends import make_backend
+    from argus_env.measure.recorded import ConfigRecovery
     from argus_env.task import get_task
-    sys.path.insert(0, str(Path(__file__).parent))
-    from record_gemm_table import configurations
     task = get_task("gemm")
-    by_hash = {task.space.program(c).hash: c for c in configurations()}
-    best = {}
+    recover = ConfigRecovery(task)   # any row's configuration, from its text
+    best, configs = {}, {}
     for r in csv.DictReader(args.table.open()):
-        if r["ok"] == "True" and (r["shape"] not in best or float(r["ratio"]) > float(best[r["shape"]]["ratio"])):
-            best[r["shape"]] = r
+        if r["ok"] != "True" or (r["shape"] in best and
+                                 float(r["ratio"]) <= float(best[r["shape"]]["ratio"])):
+            continue
+        config = recover(r)
+        # only a row whose configuration renders the very program it timed (a row keyed by
+        # what a walk's program executes may name fields the configuration cannot carry)
+        if config is not None and task.space.program(config).hash == r["program_hash"]:
+            best[r["shape"]], configs[r["shape"]] = r, config
     backend = make_backend("gpu", timeout=600)
     rows = []
     for case in task.shape_cases("all"):
-        r = best[case.name]
-        m = backend.measure(task.space.program(by_hash[r["program_hash"]]), case.sizes, task)
+        r = best.get(case.name)
+        if r is None:
+            print(f"{case.name}: {args.table} records no configuration that ran here; left out",
+                  flush=True)
+            continue
+        m = backend.measure(task.space.program(configs[case.name]), case.sizes, task)
         rows.append({"shape": case.name, "config": r["config"], "table_ratio": float(r["ratio"]),
                      "ok": m.ok, "tflops": m.tflops, "cublas_tflops": m.anchor_tflops,
                      "ratio": m.details.get("ratio"), "error": m.error})
