@@ -61,7 +61,11 @@ def compare(lines: list[dict], live_path: Path, board: Path = BOARD) -> dict:
                        "same_first": bool(by_rec) and by_rec[0] == by_live[0],
                        "spearman": spearman([r["recorded"] for r in have],
                                             [r["live"] for r in have])})
-    figs = [f for f in data["figures"]]
+    # the figures of the programs the lines submitted (the file may hold others: a
+    # program once submitted by a line since played again)
+    submitted = {(ln["env_id"], ln["shape"], ln.get("submitted_program_hash")) for ln in lines}
+    figs = [f for f in data["figures"]
+            if (f["env_id"], f["shape"], f["program_hash"]) in submitted]
     ratios = []
     for ln in lines:
         fig = live.of(dict(ln, hardware=hardware))
