@@ -285,12 +285,18 @@ def _dims(grid: ir.Call, ev: _Eval) -> list | None:
     return None
 
 
+def _known(kernel: ir.Kernel, sizes: dict) -> dict:
+    """What is known before the kernel runs: its constants and the sizes, as points."""
+    env = {name: _point(v) for name, v in kernel.consts.items()}
+    env.update({name: _point(v) for name, v in sizes.items()})
+    return env
+
+
 def live_kernel(kernel: ir.Kernel, sizes: dict, sms: int | None = None,
                 unused_consts: bool = False) -> ir.Kernel:
     """`kernel` as it executes at `sizes` (see the module docstring); `sms` prices
     `A.num_sms()` (unknown when None); `unused_consts` keeps the constants nothing reads."""
-    env = {name: _point(v) for name, v in kernel.consts.items()}
-    env.update({name: _point(v) for name, v in sizes.items()})
+    env = _known(kernel, sizes)
     ev = _Eval(env, None, sms)
     body = _Pruner(ev).block(kernel.body)
     body, _ = _dce_block(body, set())
@@ -529,8 +535,7 @@ def loop_work(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For,
     when a bound the count needs is not an integer there (read off a tile, say) or past
     `limit` iterations in all. What a program executes, not what its text says: a
     stream-K program's share of the k steps, as its index arithmetic gives it."""
-    env0 = {name: _point(v) for name, v in kernel.consts.items()}
-    env0.update({name: _point(v) for name, v in sizes.items()})
+    env0 = _known(kernel, sizes)
     for grid, stmts in _launches(kernel):
         if not any(n is target for s in stmts for n in walk(s)):
             continue
@@ -633,8 +638,7 @@ def persistent_work(kernel: ir.Kernel, sizes: dict, sms: int) -> int | None:
     loop = persistent_loop(kernel)
     if loop is None:
         return None
-    env = {name: _point(v) for name, v in kernel.consts.items()}
-    env.update({name: _point(v) for name, v in sizes.items()})
+    env = _known(kernel, sizes)
     walker = _StopAt(_Eval(env, None, sms), loop)
     walker.block(kernel.body)
     if walker.found is None:
