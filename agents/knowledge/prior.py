@@ -29,19 +29,23 @@ class ActionPrior:
         self.plans = [p for e in entries for p in e.plans
                       if task in (p.tasks or e.tasks) and all(c in self.calls for c in p.actions)]
 
-    def targets(self, sizes: dict, config: dict, perf) -> list[tuple[float, dict]]:
-        """The configurations the plans that hold here lead to (`config` with each plan's
-        calls applied), with their expected log gain, best first; one per configuration."""
-        names = situation(self.core, sizes, config, perf)
+    def _holding(self, names: dict):
+        """(plan, expected log gain over the current fraction) for each plan whose
+        condition holds at `names` (`situation`) and whose expectation evaluates."""
         frac = max(float(names["frac"]), 1e-6)
-        best: dict[tuple, tuple[float, dict]] = {}
         for plan in self.plans:
             if not holds(plan.when, names):
                 continue
             try:
-                gain = math.log(max(float(evaluate(plan.expect, names)), 1e-6) / frac)
+                yield plan, math.log(max(float(evaluate(plan.expect, names)), 1e-6) / frac)
             except (ValueError, ZeroDivisionError, OverflowError):
                 continue
+
+    def targets(self, sizes: dict, config: dict, perf) -> list[tuple[float, dict]]:
+        """The configurations the plans that hold here lead to (`config` with each plan's
+        calls applied), with their expected log gain, best first; one per configuration."""
+        best: dict[tuple, tuple[float, dict]] = {}
+        for plan, gain in self._holding(situation(self.core, sizes, config, perf)):
             target = dict(config)
             target.update(self.core.catalog[self.calls[c]] for c in plan.actions)
             key = tuple(sorted((k, repr(v)) for k, v in target.items()))
@@ -50,21 +54,13 @@ class ActionPrior:
         return sorted(best.values(), key=lambda gt: -gt[0])
 
     def scores(self, sizes: dict, config: dict, perf) -> dict[int, float]:
-        """action index -> expected log gain of applying it here (absent: nothing known)."""
-        names = situation(self.core, sizes, config, perf)
-        frac = max(float(names["frac"]), 1e-6)
+        """action index -> expected log gain of applying it here (absent: nothing known):
+        the largest share of a holding plan's gain among its calls not yet applied."""
         out: dict[int, float] = {}
-        for plan in self.plans:
-            left = [c for c in plan.actions
+        for plan, gain in self._holding(situation(self.core, sizes, config, perf)):
+            left = [self.calls[c] for c in plan.actions
                     if config.get(self.core.catalog[self.calls[c]][0]) !=
                     self.core.catalog[self.calls[c]][1]]
-            if not left or not holds(plan.when, names):
-                continue
-            try:
-                gain = math.log(max(float(evaluate(plan.expect, names)), 1e-6) / frac)
-            except (ValueError, ZeroDivisionError, OverflowError):
-                continue
-            for c in left:
-                a = self.calls[c]
+            for a in left:
                 out[a] = max(out.get(a, -math.inf), gain / len(left))
         return out

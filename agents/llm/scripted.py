@@ -43,6 +43,7 @@ import numpy as np
 
 from argus_env.agents.knowledge import Entry, load_entries
 from argus_env.agents.knowledge.conditions import evaluate, holds, situation
+from argus_env.agents.knowledge.prior import ActionPrior
 from argus_env.agents.search.walk import Walker
 from argus_env.agents.tracking import trackable
 from argus_env.envs.record import EpisodeRecord
@@ -113,6 +114,7 @@ class ScriptedPlanner:
         entries = entries if entries is not None else load_entries()
         self.plans = [(f"{e.id}#{i}", p) for e in entries for i, p in enumerate(e.plans)
                       if task in (p.tasks or e.tasks) and all(c in self.calls for c in p.actions)]
+        self.prior = ActionPrior(env, entries)   # single moves' share of the plans' gains
         self.repairs = [r for e in entries if not e.tasks or task in e.tasks for r in e.repairs
                         if all(c in self.calls for c in r.actions)]
         if not args.knowledge:   # the entries in a seeded random order, no ranking
@@ -153,7 +155,7 @@ class ScriptedPlanner:
         config = self.w.config
         cfg = self.view.as_dict(config)
         names = situation(self.core, self.sizes, cfg, self.w.obs["perf"])
-        moves = [m for m in self._plan_moves(cfg, names) + self._single_moves(cfg, names)
+        moves = [m for m in self._plan_moves(cfg, names) + self._single_moves(cfg)
                  if (config, m.key) not in self.tried and m.calls]
         if not moves:
             return None
@@ -201,26 +203,19 @@ class ScriptedPlanner:
                 out.insert(0, move)
         return out
 
-    def _single_moves(self, cfg: dict, names: dict) -> list[Move]:
+    def _single_moves(self, cfg: dict) -> list[Move]:
         legal = self.view.transforms(self.w.obs["action_mask"])
         calls = [self._label(a) for a in legal]
         if not self.args.knowledge:
             return [Move(f"call:{c}", [str(c)], 0.0, "single") for c in self.rng.permutation(calls)]
-        share: dict[str, float] = {}   # a plan's expected gain, shared among its calls
-        for key, plan in self.plans:
-            left = self._remaining(plan.actions, cfg)
-            if left and holds(plan.when, names):
-                try:
-                    gain = math.log(max(float(evaluate(plan.expect, names)), 1e-6) / max(names["frac"], 1e-6))
-                except (ValueError, ZeroDivisionError, OverflowError):
-                    continue
-                for c in left:
-                    share[c] = max(share.get(c, 0.0), gain / len(left))
+        # a plan's expected gain, shared among its calls (none below nothing known)
+        share = self.prior.scores(self.sizes, cfg, self.w.obs["perf"])
         out = []
         for c in map(str, self.rng.permutation(calls)):   # ties fall in a seeded order
             mem = self.memory.evidence(self.shape, self.sizes, c, self.args.class_weight) \
                 if self.memory is not None else (0.0, 0.0)
-            out.append(self._blend(Move(f"call:{c}", [c], source="single"), share.get(c, 0.0),
+            out.append(self._blend(Move(f"call:{c}", [c], source="single"),
+                                   max(share.get(self.calls[c], 0.0), 0.0),
                                    self.gains.get(c, []), mem))
         return out
 
