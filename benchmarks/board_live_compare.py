@@ -39,6 +39,7 @@ def spearman(a: list[float], b: list[float]) -> float | None:
 def compare(lines: list[dict], live_path: Path, board: Path = BOARD) -> dict:
     from argus_env.bench import leaderboard as L
     from argus_env.bench.live import read_live
+    from argus_env.bench.results import shown
     live = read_live(live_path)
     data = json.loads(live_path.read_text())
     hardware = data.get("hardware")
@@ -75,8 +76,8 @@ def compare(lines: list[dict], live_path: Path, board: Path = BOARD) -> dict:
     return {"what": "committed leaderboard: recorded scores against live GPU figures of the "
                     "submitted kernels (geometric mean over episodes of the fraction of the "
                     "library timed in the same run; a kernel that failed live counts as 0)",
-            "board": _shown(board), "board_hardware": board_hw,
-            "live_file": _shown(live_path),
+            "board": shown(board), "board_hardware": board_hw,
+            "live_file": shown(live_path),
             "live_hardware": hardware, "live_provenance": data.get("provenance"),
             "lines": len(lines), "lines_with_live": sum(
                 live.of(dict(ln, hardware=hardware)) is not None for ln in lines),
@@ -85,11 +86,6 @@ def compare(lines: list[dict], live_path: Path, board: Path = BOARD) -> dict:
                                                  "message")} for f in figs if not f["ok"]],
             "live_over_recorded_median": round(statistics.median(ratios), 3) if ratios else None,
             "boards": boards}
-
-
-def _shown(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(argv=None) -> int:

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from argus_env.measure.features import KernelFeatures, extract  # noqa: E402
 from argus_env.target import Target  # noqa: E402
+from argus_env.bench.results import shown  # noqa: E402
 from argus_env.measure.model import (  # noqa: E402
     CALIBRATION_DIR, CalibrationParams, HardwareProfile, estimate, load_profile)
 
@@ -262,11 +263,6 @@ def print_summary(label: str, s: dict) -> None:
           f"{s['abs_log_err_median']:.3f} mean {s['abs_log_err_mean']:.3f}")
 
 
-def _rel(path: Path) -> str:
-    path = path.resolve()
-    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
-
-
 def held_out(rows: list[Row], profile: HardwareProfile, hand: CalibrationParams) -> dict:
     """Fit on every other shape and report on the rest, both ways round."""
     shapes = list(dict.fromkeys(r.shape for r in rows))
@@ -297,7 +293,7 @@ def record(table: Path, rows: list[Row], fitted: CalibrationParams, metrics: dic
         "params": asdict(fitted),
         "fitted": list(FIT),
         "objective": "mean squared log error of predicted vs measured TFLOP/s, correct rows",
-        "table": _rel(table),
+        "table": shown(table),
         "table_sha256": hashlib.sha256(table.read_bytes()).hexdigest(),
         "table_recorded": [run.get("date") for run in meta.get("runs", [])],
         "rows": len(rows), "shapes": list(dict.fromkeys(r.shape for r in rows)),
@@ -337,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     rows, notes = load_rows(args.table, profile)
     shapes = list(dict.fromkeys(r.shape for r in rows))
-    print(f"{_rel(args.table)}: {len(rows)} correct rows over {len(shapes)} shapes; left out:")
+    print(f"{shown(args.table)}: {len(rows)} correct rows over {len(shapes)} shapes; left out:")
     for n in notes:
         print(f"  {n}")
     hand = CalibrationParams()
@@ -350,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = {"hand_set": before, "fitted": after, "held_out": heldout}
     out.write_text(json.dumps(record(args.table, rows, fitted, metrics, profile), indent=1) + "\n")
 
-    print(f"\nfitted on all {len(shapes)} shapes -> {_rel(out)}")
+    print(f"\nfitted on all {len(shapes)} shapes -> {shown(out)}")
     print_fit(rows, profile, hand, fitted)
     print()
     print_summary("hand-set constants (all shapes)", before)

@@ -1246,22 +1246,19 @@ def cmd_evaluate(args) -> int:
         print(f"wrote {args.to}")
     if args.record_error:
         # the figures every model-priced measurement on this GPU carries from now on
+        from argus_env.bench.results import shown
         from argus_env.measure.recorded import record_heldout_error
         from argus_env.task import get_task
         for name, t in ev["tasks"].items():
             where = record_heldout_error(get_task(name), HARDWARE, {
                 **t, "created": ev["created"], "commit": ev["commit"],
                 "plan_commit": ev["plan_commit"], "seed": ev["seed"],
-                "evaluation": _shown(args.to)})
-            print(f"{name}: " + (f"{_shown(where)} carries these figures" if where else
+                "evaluation": shown(args.to)})
+            print(f"{name}: " + (f"{shown(where)} carries these figures" if where else
                                  f"no model-error file for {HARDWARE} (run "
                                  f"benchmarks/fit_cost_model.py --hardware {HARDWARE} first)"))
     return 0
 
-
-def _shown(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def use_folder_hardware(out_dir: Path) -> None:

@@ -42,6 +42,13 @@ SOURCE_TREES = {                          # hash name -> source files that decid
 
 
 # ------------------------------------------------------------------ provenance
+def shown(path) -> str:
+    """`path` as a record or a message names it: relative to the checkout where it lies
+    inside it, else absolute."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def task_uri(env_id: str, task: str, shape: str, sizes: dict) -> str:
     """`argus://<task>/<version>/<shape>`; a custom shape is named by its sizes."""
     m = re.search(r"-(v\d+)$", env_id)
