@@ -69,6 +69,10 @@ class KernelFeatures:
     busiest_steps: int = 0       # stream-K: main-loop trips of the busiest program
     busiest_segments: int = 0    # stream-K: its entries into the main loop (tile segments)
     zero_filled: bool = False    # the output is zeroed before the launch (an atomic add)
+    reduce_pass: bool = False    # split-K partials go to a workspace that later launches
+                                 # sum into the output (output_bytes: the partials')
+    reduce_bytes: float = 0.0    # bytes those later launches read and write
+    launches: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,7 +85,7 @@ class KernelFeatures:
         # policies added later are named only where they hold, so that the keys of the
         # programs recorded before them stay as they were; a swapped tile is named in the
         # output's orientation (block_m rows of C), as its configuration names it
-        later = [f for f in ("swap_ab", "stream_k") if getattr(self, f)]
+        later = [f for f in ("swap_ab", "stream_k", "reduce_pass") if getattr(self, f)]
         values = {f: getattr(self, f) for f in fields + tuple(later)}
         if self.swap_ab:
             values["block_m"], values["block_n"] = self.block_n, self.block_m
@@ -124,6 +128,20 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         split = max(1, programs // max(tiles_mn, 1))
     elif atomic:
         split = max(1, (persistent_work(k, sizes, target.sms) or 0) // max(tiles_mn, 1))
+    # a grid larger than the tiles writing partial sums to a workspace that a later launch
+    # reads (split-K with a reduction pass): the split is its programs over the tiles, as
+    # for atomic writers; what the main launch stores is the workspace's element type
+    info = program.info
+    first_writes = info.launch_writes[0] if info.launch_writes else set()
+    staged = sorted(set(info.workspaces) & first_writes)
+    reduce_pass = bool(staged) and not atomic and not persistent and len(info.grids) > 1
+    reduce_bytes = 0.0
+    if reduce_pass:
+        split = max(1, programs // max(tiles_mn, 1))
+        for p in k.tensors:
+            if p.name in staged:
+                reduce_bytes += _elements(p, sizes, k.consts) * _itemsize(p.dtype)
+        reduce_bytes += sum(_elements(p, sizes, k.consts) * _itemsize(p.dtype) for p in outputs)
     stream = _stream_k(k, dot, persistent)
     work = loop_work(k, sizes, target.sms, stream) if stream is not None else None
     busiest = max(work) if work else (0, 0)
@@ -142,12 +160,14 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         group_m=_group_m(k, sizes),
         kmajor_b=kmajor,
         operand_bytes=dot["bytes"] if dot else 2,
-        output_bytes=_itemsize(outputs[0].dtype) if outputs else 2,
+        output_bytes=_itemsize(next(p for p in k.tensors if p.name == staged[0]).dtype)
+        if reduce_pass else _itemsize(outputs[0].dtype) if outputs else 2,
         k_iterations=max(1, -(-k_size // (bk * split))),
         staging_bytes=finder.staging_bytes, tma_pitches=_pitches(program, sizes, finder.tma_tensors),
         swap_ab=swap, stream_k=work is not None, busiest_steps=busiest[0],
         busiest_segments=busiest[1], zero_filled=bool(set(program.info.atomic) &
-                                                      set(program.info.outputs)))
+                                                      set(program.info.outputs)),
+        reduce_pass=reduce_pass, reduce_bytes=reduce_bytes, launches=max(1, len(info.grids)))
 
 
 class _MainDot:
@@ -267,6 +287,14 @@ def _group_m(kernel: ir.Kernel, sizes: dict) -> int:
 def _tensor(call: ir.Call) -> str | None:
     ref = call.arg("ref")
     return ref.base.id if isinstance(ref, ir.Subscript) and isinstance(ref.base, ir.Name) else None
+
+
+def _elements(p, sizes: dict, consts: dict) -> int:
+    """Elements of tensor parameter `p` at these sizes (a dim may name a constant)."""
+    n = 1
+    for d in p.dims:
+        n *= int(sizes.get(d, consts.get(d, 1)) or 1)
+    return n
 
 
 def _prod(shape) -> int:

@@ -237,6 +237,8 @@ def dram_traffic(f: KernelFeatures, sh: _Shape, p: HardwareProfile, c: Calibrati
         b_reads = 1 + (b_windows - 1) * (1 - _hit(b_all, p.l2_bytes, c))
     miss = 1.0 - (1.0 - min(1.0, a_reads / a_windows)) * (1.0 - min(1.0, b_reads / b_windows))
     c_bytes = sh.m * sh.n * f.output_bytes * (3 if f.atomic_output else 1)
+    if f.reduce_pass:   # every split's partial sums written to the workspace
+        c_bytes *= max(1, f.split_k)
     if f.stream_k:   # zero-filled, stored, and the split tiles read and written again
         c_bytes += sh.m * sh.n * f.output_bytes + \
             2 * _split_tiles(f) * sh.c_tile
@@ -375,9 +377,15 @@ def estimate(f: KernelFeatures, target: Target | HardwareProfile,
     t_dram = max(sum(dram) / (p.dram_tbps * 1e6 * c.dram_efficiency), floor_us)
     t_body = _pnorm(max(sm["busy"], sm["latency"]), t_chip, c.chip_overlap_p)
     t_kernel = _pnorm(t_body, t_dram, c.memory_overlap_p)
-    # split-K and stream-K zero-fill C first
-    launch = p.launch_us * (2 if f.atomic_output or f.zero_filled else 1)
-    ms = (t_kernel + launch) / 1e3
+    # split-K and stream-K zero-fill C first; a reduction pass is a launch of its own that
+    # reads the workspace back and writes C (DRAM-bound, and a DRAM round trip to start)
+    launch = p.launch_us * (2 if f.atomic_output or f.zero_filled else 1) \
+        + p.launch_us * (max(1, f.launches) - 1)
+    t_reduce = 0.0
+    if f.reduce_pass:
+        t_reduce = f.reduce_bytes / (p.dram_tbps * 1e6 * c.dram_efficiency) + p.dram_latency_us
+        t_dram += t_reduce
+    ms = (t_kernel + t_reduce + launch) / 1e3
     tflops = f.flops / ms / 1e9
     ceiling = p.bf16_tflops_achievable * MMA_RATE_SCALE.get(f.operand_bytes, 1.0)
     assert tflops <= ceiling * (1 + 1e-9), f"model above the compute ceiling: {tflops} > {ceiling}"

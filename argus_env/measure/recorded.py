@@ -18,7 +18,9 @@ from pathlib import Path
 #: names of configuration fields in tables recorded before a field was renamed: the
 #: field it became and how its value maps (None: no longer a field of its own)
 LEGACY_FIELDS = {"tma_loads": ("tma", None), "tma_store": None,
-                 "atomic_output": ("combine", {True: "atomic", False: None})}
+                 "atomic_output": ("combine", {True: "atomic", False: None}),
+                 # named (after atomic_output) only where a reduction pass holds
+                 "reduce_pass": ("combine", {True: "reduce", False: None})}
 
 
 def table_paths(task, hardware: str = "h200") -> list[Path]:

@@ -25,7 +25,9 @@ class GemmConfig:
     stages: int | None = None      # None: Triton's default pipelining
     group_m: int = 1               # grouped tile order for L2 reuse (1 = row-major)
     split_k: int = 1
-    combine: str | None = None     # how split-K partials combine: None (not yet) or "atomic"
+    combine: str | None = None     # how split-K partials combine: None (not yet), "atomic"
+                                   # (bf16 atomic adds into C) or "reduce" (float32 partials
+                                   # in a workspace, summed into C by a second launch)
     persistent: bool = False       # one program per SM walking the tiles
     tma: bool = False              # TMA tensor-descriptor loads and store
     warp_specialize: bool = False  # producer/consumer warps on the persistent tile loop
@@ -61,9 +63,11 @@ BASELINE = GemmConfig()
 EXPERT = GemmConfig(128, 256, 64, 8, 3, 8, persistent=True, tma=True, warp_specialize=True,
                     kmajor_b=True)
 SPLITK = GemmConfig(split_k=4, combine="atomic")
+SPLITK_REDUCE = GemmConfig(split_k=4, combine="reduce")
 SWAPAB = GemmConfig(block_m=16, swap_ab=True)
 STREAMK = GemmConfig(stream_k=True)
-#: swap-AB and stream-K configurations for small and ragged shapes, by name: what the GPU
+#: swap-AB, stream-K and split-K-with-reduction-pass configurations for small and ragged
+#: shapes, by name: what the GPU
 #: scripts time (`benchmarks/gemm_suite.py --configs`, `record_gemm_table.py
 #: --small-shapes`, `record_programs.py plan --configs small-shapes`) and what the tests
 #: check and compile for sm_90 at every suite shape where the mask allows them
@@ -83,6 +87,13 @@ SMALL_SHAPES = {
                                      stream_k=True),
     "swap-sk-64x128x64": GemmConfig(64, 128, 64, 4, 3, tma=True, kmajor_b=True, swap_ab=True,
                                     stream_k=True),
+    "red2-128x256x64": GemmConfig(128, 256, 64, 8, 3, split_k=2, combine="reduce", tma=True,
+                                  kmajor_b=True),
+    "red2-128x128x64": GemmConfig(128, 128, 64, 8, 3, split_k=2, combine="reduce", tma=True,
+                                  kmajor_b=True),
+    "red4-64x128x64-plain": GemmConfig(64, 128, 64, 4, 3, split_k=4, combine="reduce"),
+    "swap-red4-16x128x128": GemmConfig(16, 128, 128, 4, 4, split_k=4, combine="reduce",
+                                       tma=True, kmajor_b=True, swap_ab=True),
 }
 #: stream-K spreads the k steps of at most this many waves of tiles (one wave: one tile
 #: per SM): past that the last wave's imbalance is a small share of the work, and the
@@ -98,10 +109,44 @@ def render(c: GemmConfig) -> str:
         consts["GROUP_M"] = c.group_m
     if c.split_k > 1:
         consts["SPLIT_K"] = c.split_k
+    reduce = c.split_k > 1 and c.combine == "reduce"
+    if reduce:
+        consts.update(RM=reduce_tile(c)[0], RN=reduce_tile(c)[1])
     head = kernel_header("gemm", SPACE.signature, consts, c.num_warps, f"GEMM: {c.summary()}.",
-                         orders={"b": "col_major"} if c.kmajor_b else None)
-    body = _grid(c) + _tile_loop(c)
+                         orders={"b": "col_major"} if c.kmajor_b else None,
+                         workspaces=[WORKSPACE] if reduce else ())
+    body = _grid(c) + _tile_loop(c) + (_reduce_pass() if reduce else [])
     return head + "\n".join("    " + b if b else b for b in body) + "\n"
+
+
+#: the float32 partial sums of a split-K program combined by a reduction pass, one
+#: M x N slice per split
+WORKSPACE = ("partial", ("SPLIT_K", "M", "N"), "f32")
+#: elements of the partial-sum block one program of the reduction pass loads at once
+#: (SPLIT_K x RM x RN): 64 float32 values per thread at 4 warps
+REDUCE_ELEMENTS = 8192
+
+
+def reduce_tile(c: GemmConfig) -> tuple[int, int]:
+    """The reduction pass's output tile (RM x RN): 64 columns (256 contiguous bytes per
+    partial row) and as many rows as keep the SPLIT_K partials of the tile in registers."""
+    return max(1, REDUCE_ELEMENTS // (64 * c.split_k)), 64
+
+
+def _reduce_pass() -> list[str]:
+    """The second launch: one program per RM x RN output tile sums the SPLIT_K float32
+    partials and stores the bf16 result."""
+    return ["# the reduction pass: the SPLIT_K partials of each output tile summed into C",
+            "A.grid(A.cdiv(M, RM), A.cdiv(N, RN))",
+            "pid_m = A.program_id(0)", "pid_n = A.program_id(1)",
+            "rows = pid_m * RM + A.arange(RM)", "cols = pid_n * RN + A.arange(RN)",
+            "splits = A.arange(SPLIT_K)",
+            "parts = A.load(partial[splits[:, None, None], rows[None, :, None], "
+            "cols[None, None, :]], mask=(rows < M)[None, :, None] & (cols < N)[None, None, :], "
+            "other=0.0)",
+            "total = A.sum(parts, 0)",
+            "A.assert_tags(total, M=rows[:, None], N=cols[None, :], K=A.covers(0, K))",
+            "A.store(c[rows, cols], A.cast(total, A.bf16), mask=(rows < M, cols < N))"]
 
 
 def _grid(c: GemmConfig) -> list[str]:
@@ -187,6 +232,9 @@ def _tile(c: GemmConfig) -> list[str]:
         f"A.store(c[rows, cols], {value}, mask=(rows < M, cols < N))"
     if c.split_k > 1 and c.combine == "atomic":
         out.append(atomic)
+    elif c.split_k > 1 and c.combine == "reduce":   # this split's float32 partial sums
+        partial = "A.trans(acc)" if c.swap_ab else "acc"
+        out.append(f"A.store(partial[pid_k, rows, cols], {partial}, mask=(None, rows < M, cols < N))")
     elif c.stream_k:   # a tile whole in this program is stored, one shared is added up
         out += ["if (k_lo == 0) & (k_hi == K):", "    " + store, "else:", "    " + atomic]
     else:
@@ -231,14 +279,19 @@ def footprint(c: GemmConfig) -> Footprint:
     (two half-width ones when subtiled), the TMA-store staging of the output tile, and
     for atomic adds the bf16 output tile's layout conversion, made in shared memory
     after the loop (Triton 3.9 for sm_90: 32,768 B for 256x64, above a 3-stage ring of
-    30,744 B). Stream-K stores whole tiles (staged by TMA) and adds split ones."""
+    30,744 B); for float32 partial sums stored to a workspace, the same conversion at four
+    bytes per element. Stream-K stores whole tiles (staged by TMA) and adds split ones."""
     atomic = (c.split_k > 1 and c.combine == "atomic") or c.stream_k
-    staged = c.tma and not (c.split_k > 1 and c.combine == "atomic")
+    staged = c.tma and not (c.split_k > 1 and c.combine in ("atomic", "reduce"))
     halves = c.subtile if c.subtile > 1 else 1
     fp = dot_footprint(c.block_m, c.block_n // halves, c.block_k, c.num_warps,
                        c.stages or TRITON_DEFAULT_STAGES, halves, 2,
                        c.block_m * c.block_n * 2 if staged else 0,
                        f"{c.block_m}x{c.block_n} output staging" if staged else "")
+    if c.split_k > 1 and c.combine == "reduce":
+        return replace(fp, scratch_bytes=c.block_m * c.block_n * 4,
+                       scratch_text=f"the {c.block_m}x{c.block_n} float32 partial-sum store's "
+                                    "layout conversion")
     if not atomic:
         return fp
     return replace(fp, scratch_bytes=c.block_m * c.block_n * 2,
@@ -259,6 +312,9 @@ def structure_reason(c: GemmConfig, ctx: dict) -> str | None:
     if c.stream_k and (c.persistent or c.split_k > 1 or c.subtile > 1 or c.group_m > 1):
         return ("stream-K is its own persistent schedule over row-major tiles, each tile's "
                 "k steps in one accumulator: no persistent grid, split-K, subtiles or swizzle")
+    if c.split_k > 1 and c.combine == "reduce" and c.group_m > 1:
+        return ("split-K with a reduction pass walks the tiles in row-major order (the "
+                "checker proves the workspace complete over that order, not a grouped one)")
     if c.subtile > 1 and c.block_n < 32:
         return f"a {c.block_n}-column tile is too narrow to split"
     if c.subtile > 1 and c.block_n // c.subtile < 16:
@@ -347,7 +403,9 @@ def _split_k(c: GemmConfig, value, ctx: dict) -> str | None:
 def _combine(c: GemmConfig, value, ctx: dict) -> str | None:
     if c.split_k == 1:
         return "there are no partial sums to combine (split_k is 1)"
-    return None
+    if value == "reduce" and c.group_m > 1:
+        return "the reduction pass keeps the row-major tile order; swizzle(1) first"
+    return _with("combine")(c, value, ctx)
 
 
 def _swap_ab(c: GemmConfig, value, ctx: dict) -> str | None:
@@ -389,7 +447,10 @@ TRANSFORMS = (
     Transform("swizzle", "group_m", (1, 4, 8, 16), "grouped tile order for L2 reuse (1 = off)", _with("group_m")),
     Transform("split_k", "split_k", (1, 2, 4, 8), "split the k loop over programs; the "
               "partial sums stay uncombined until `combine`", _split_k, primitive=True),
-    Transform("combine", "combine", ("atomic",), "combine split-K partial sums with atomic adds", _combine),
+    Transform("combine", "combine", ("atomic", "reduce"), "combine split-K partial sums: "
+              "'atomic' adds them into C (bf16 atomic adds, one rounding per split), 'reduce' "
+              "stores them in float32 to a workspace that a second launch sums into C",
+              _combine),
     Transform("persistent", "persistent", (True, False), "one program per SM walking the tiles", _persistent),
     Transform("tma", "tma", (True, False), "TMA tensor-descriptor loads and store", _tma),
     Transform("warp_specialize", "warp_specialize", (True, False),

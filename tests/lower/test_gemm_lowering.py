@@ -113,11 +113,11 @@ def test_programs_compile_for_hopper_without_a_gpu():
     assert expert.shared_bytes <= 232448, f"over the H200's shared memory: {expert.shared_bytes}"
 
 
-# ---------------------------------------------------------------- swap-AB and stream-K
+# ---------------------------------------------------- swap-AB, stream-K, reduction pass
 #: the reduced shapes, and one whose k steps split tiles between the interpreter's
 #: programs into many segments (K ragged for every BK)
 SPLIT = {"M": 200, "N": 200, "K": 1000}
-FAST = ("swap-16x128x128", "sk-128x128x64", "swap-sk-64x128x64")
+FAST = ("swap-16x128x128", "sk-128x128x64", "swap-sk-64x128x64", "swap-red4-16x128x128")
 
 
 def _stream_k_tiles(config, sizes: dict, sms: int) -> tuple[int, int]:
@@ -174,5 +174,17 @@ def test_oracle_catches_a_stream_k_fixup_bug_and_an_untransposed_swap():
     assert not verdict.ok and "differs from the reference" in verdict.message, verdict
     sw = TASK.program("swapab").text.replace("BM: A.const = 16", "BM: A.const = 64")
     bad = _mutate(sw, "A.cast(A.trans(acc), A.bf16)", "A.cast(acc, A.bf16)")
+    verdict = oracle.check(bad, TASK, sizes, lower.load(bad, interpret=True))
+    assert not verdict.ok and "differs from the reference" in verdict.message, verdict
+
+
+def test_oracle_catches_a_reduction_pass_that_drops_a_split():
+    """Split-K through a float32 workspace: the reduction pass summing one split too few
+    leaves every output short of that split's partial sums."""
+    from argus_env.tasks.gemm.space import SPLITK_REDUCE
+    sizes = {"M": 100, "N": 72, "K": 80}
+    good = TASK.bind(TASK.space.program(SPLITK_REDUCE), sizes)
+    assert oracle.check(good, TASK, sizes, lower.load(good, interpret=True), seed=7).ok
+    bad = _mutate(good.text, "splits = A.arange(SPLIT_K)", "splits = A.arange(SPLIT_K // 2)")
     verdict = oracle.check(bad, TASK, sizes, lower.load(bad, interpret=True))
     assert not verdict.ok and "differs from the reference" in verdict.message, verdict
