@@ -1,9 +1,10 @@
 """The GEMM configuration space: one dataclass, one template, the transformation catalog.
 
 `GemmConfig` names every choice a GEMM program makes here; `render` writes the program
-(the baseline, expert and split-K programs in `programs/` are renderings of configs, which
-a test checks). Transformations are edits of one field each, with preconditions on the
-configuration, the problem shape and the target (`argus_env.space`'s toolkit).
+(the baseline, expert, split-K, split-K with a reduction pass, swap-AB and stream-K
+programs in `programs/` are renderings of configs, which a test checks). Transformations
+are edits of one field each, with preconditions on the configuration, the problem shape
+and the target (`argus_env.space`'s toolkit).
 """
 
 from __future__ import annotations

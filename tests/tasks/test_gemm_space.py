@@ -9,8 +9,8 @@ import pytest
 from argus_env.check import check_program
 from argus_env.space import TransformError
 from argus_env.task import get_task
-from argus_env.tasks.gemm.space import (BASELINE, EXPERT, SMALL_SHAPES, SPLITK, STREAM_K_WAVES,
-                                        STREAMK, SWAPAB, GemmConfig)
+from argus_env.tasks.gemm.space import (BASELINE, EXPERT, SMALL_SHAPES, SPLITK, SPLITK_REDUCE,
+                                        STREAM_K_WAVES, STREAMK, SWAPAB, GemmConfig)
 from argus_env.target import load_target
 
 TASK = get_task("gemm")
@@ -19,7 +19,7 @@ SPACE = TASK.space
 
 @pytest.mark.parametrize("name,config", [("baseline", BASELINE), ("expert", EXPERT),
                                          ("splitk", SPLITK), ("swapab", SWAPAB),
-                                         ("streamk", STREAMK)])
+                                         ("streamk", STREAMK), ("splitk_reduce", SPLITK_REDUCE)])
 def test_task_programs_are_renderings_of_configs(name, config):
     rendered = dataclasses.replace(SPACE.program(config).kernel, doc=None)
     written = dataclasses.replace(TASK.program(name).kernel, doc=None)

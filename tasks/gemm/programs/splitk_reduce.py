@@ -11,15 +11,18 @@ def gemm(
     BN: A.const = 64,
     BK: A.const = 32,
     SPLIT_K: A.const = 4,
+    RM: A.const = 32,
+    RN: A.const = 64,
 ):
     """Split-K GEMM with a reduction pass: SPLIT_K programs per output tile each sum one
-    range of K into a float32 workspace; a second launch sums the partials into C."""
+    range of K into a float32 workspace; a second launch, one program per RM x RN output
+    tile, sums the partials into C (the catalog's `split_k(4)` then `combine('reduce')`)."""
     A.grid(A.cdiv(M, BM), A.cdiv(N, BN), SPLIT_K)
     pid_m = A.program_id(0)
     pid_n = A.program_id(1)
-    pid_k = A.program_id(2)
     rows = pid_m * BM + A.arange(BM)
     cols = pid_n * BN + A.arange(BN)
+    pid_k = A.program_id(2)
     k_per_split = A.cdiv(A.cdiv(K, BK), SPLIT_K) * BK
     k_lo = pid_k * k_per_split
     k_hi = A.minimum(k_lo + k_per_split, K)
@@ -31,12 +34,12 @@ def gemm(
         acc = A.dot(a_tile, b_tile, acc)
     A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(k_lo, k_hi))
     A.store(partial[pid_k, rows, cols], acc, mask=(None, rows < M, cols < N))
-    # the reduction pass: one program per output tile sums the SPLIT_K partials
-    A.grid(A.cdiv(M, BM), A.cdiv(N, BN))
+    # the reduction pass: one program per RM x RN output tile sums the SPLIT_K partials
+    A.grid(A.cdiv(M, RM), A.cdiv(N, RN))
     pid_m = A.program_id(0)
     pid_n = A.program_id(1)
-    rows = pid_m * BM + A.arange(BM)
-    cols = pid_n * BN + A.arange(BN)
+    rows = pid_m * RM + A.arange(RM)
+    cols = pid_n * RN + A.arange(RN)
     splits = A.arange(SPLIT_K)
     parts = A.load(partial[splits[:, None, None], rows[None, :, None], cols[None, None, :]],
                    mask=(rows < M)[None, :, None] & (cols < N)[None, None, :], other=0.0)
