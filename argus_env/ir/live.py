@@ -559,6 +559,44 @@ def loop_work(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For,
     return None
 
 
+#: grid axes of at most this many programs are walked in full by `loop_trips_by_axis`
+AXIS_WALK = 16
+
+
+def loop_trips_by_axis(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For,
+                       limit: int = 1 << 20) -> int | None:
+    """The most trips of loop `target` in one program, over the programs that sit at 0 on
+    every grid axis but one: an axis of at most `AXIS_WALK` programs walked in full (a
+    split-K grid's split axis: each split's k share), a longer one at its first, second,
+    middle and last program. What the programs execute, so a split declared by the grid
+    but not taken by the loop's range is not counted as one. None where a bound is
+    unknown there, the grid holds more than `limit` programs per axis, or past `limit`
+    iterations."""
+    env0 = _known(kernel, sizes)
+    for grid, stmts in _launches(kernel):
+        if not any(n is target for s in stmts for n in walk(s)):
+            continue
+        dims = _dims(grid, _Eval(dict(env0), None, sms))
+        if dims is None or any(lo != hi or math.isinf(hi) for lo, hi in dims):
+            return None
+        extents = [int(hi) for _, hi in dims]
+        if max(extents, default=0) > limit or not all(extents):
+            return None
+        pids = {tuple(v if i == axis else 0 for i in range(len(extents)))
+                for axis, n in enumerate(extents)
+                for v in (range(n) if n <= AXIS_WALK else (0, 1, n // 2, n - 1))}
+        counter, most = _Work(target, limit), 0
+        for pid in sorted(pids):
+            ev = _Eval(dict(env0), [(n, n) for n in extents], sms)
+            ev.pids = pid
+            try:
+                most = max(most, counter.run(stmts, ev)[0])
+            except _Unknown:
+                return None
+        return most
+    return None
+
+
 class _Work:
     """Counts the trips of one loop in one program (`loop_work`)."""
 

@@ -24,8 +24,8 @@ from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
-from ..ir.live import (depends_on_position, feeds_index, live_program, loop_work,
-                       order_depends_on, persistent_loop, persistent_work)
+from ..ir.live import (depends_on_position, feeds_index, live_program, loop_trips_by_axis,
+                       loop_work, order_depends_on, persistent_loop, persistent_work)
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -145,10 +145,16 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     stream = _stream_k(k, dot, persistent)
     work = loop_work(k, sizes, target.sms, stream) if stream is not None else None
     busiest = max(work) if work else (0, 0)
+    k_iterations = max(1, -(-_contracted_size(program, sizes, dot) // (bk * split)))
+    if split > 1 and not persistent and loop is not None and dot["for"] is not None:
+        # the k steps the busiest split runs, counted on integers: a grid that claims more
+        # splits than its loop's range takes is priced by the steps it executes
+        trips = loop_trips_by_axis(k, sizes, target.sms, dot["for"])
+        if trips is not None:
+            k_iterations = max(1, trips)
     kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
     flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
     min_bytes = task.min_bytes(sizes) if task is not None else 0.0
-    k_size = _contracted_size(program, sizes, dot)
     return KernelFeatures(
         task=getattr(task, "name", ""), sizes=tuple(sorted(sizes.items())), flops=flops,
         min_bytes=min_bytes, block_m=bm, block_n=bn, block_k=bk,
@@ -162,7 +168,7 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         operand_bytes=dot["bytes"] if dot else 2,
         output_bytes=_itemsize(next(p for p in k.tensors if p.name == staged[0]).dtype)
         if reduce_pass else _itemsize(outputs[0].dtype) if outputs else 2,
-        k_iterations=max(1, -(-k_size // (bk * split))),
+        k_iterations=k_iterations,
         staging_bytes=finder.staging_bytes, tma_pitches=_pitches(program, sizes, finder.tma_tensors),
         swap_ab=swap, stream_k=work is not None, busiest_steps=busiest[0],
         busiest_segments=busiest[1], zero_filled=bool(set(program.info.atomic) &

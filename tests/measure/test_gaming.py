@@ -186,6 +186,25 @@ def test_stream_k_is_priced_by_its_busiest_program():
     assert b.ms > 20 * a.ms, (a.ms, b.ms)
 
 
+@pytest.mark.parametrize("name", ["splitk", "splitk_reduce"])
+def test_a_split_grid_whose_splits_each_run_every_k_step_is_priced_by_those_steps(name):
+    """A split-K grid whose k loop ignores its split (every split runs the whole of K):
+    priced by the k steps its programs execute, SPLIT_K times the honest split's, not by
+    the grid's claim; the honest program's k steps are its split's share."""
+    sizes = {"M": 512, "N": 4096, "K": 4096}
+    honest = GEMM.program(name)
+    text = honest.text.replace("for k in A.range(k_lo, k_hi, BK", "for k in A.range(0, K, BK")
+    assert text != honest.text
+    greedy = Program.from_text(text)
+    a, b = price(honest, sizes), price(greedy, sizes)
+    from argus_env.measure.features import extract
+    fa = extract(GEMM.bind(honest, sizes), sizes, GEMM, target=H200)
+    fb = extract(GEMM.bind(greedy, sizes), sizes, GEMM, target=H200)
+    assert fa.k_iterations == -(-sizes["K"] // (fa.block_k * fa.split_k)), fa
+    assert fb.k_iterations == fa.k_iterations * fa.split_k, (fa.k_iterations, fb.k_iterations)
+    assert b.ms > 2 * a.ms, (a.ms, b.ms)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""
