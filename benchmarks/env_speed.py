@@ -6,12 +6,20 @@ measurement, numerics under the Triton interpreter).
   start (`gym.make` and the first reset, worker start included) is recorded apart;
 - uncached: steps that meet a new program (random legal actions): invariant check (z3),
   numerical check in the worker (Triton interpreter at the reduced shapes), cost model;
+- phases: per uncached step, the evaluator's own timings (`Evaluation.timings`): the
+  invariant check, the numerics (the wait for the worker's answers after the check), the
+  compile for sm_90 (the compiler's own seconds, overlapping the numerics) and the cost
+  model, with where each compile verdict came from;
 - cached: the same actions replayed after a reset, so every program is known and a step
   costs the transformation, the observation and the reward (a program whose check was
   undecided or cut short by the step budget is not remembered: such replayed steps are
   counted apart, not in the rate).
 
     python benchmarks/env_speed.py --out benchmarks/results/env_speed.json
+
+The compile verdicts' disk cache and the generated kernels go to an empty temporary
+folder (ARGUS_CACHE_DIR) unless --cache-dir names one: an earlier run's verdicts would
+otherwise answer this run's "new" programs without compiling them.
 
 Targets (issue 19), per task: uncached median <= 150 ms and p90 <= 600 ms, reset <= 1 s,
 cached >= 1,500 steps/s; the record says which are met.
@@ -59,6 +67,8 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
     obs, _ = env.reset(seed=seed, options={"shape": first})
     rng = np.random.default_rng(seed)
     uncached, actions, failures = [], [], {}
+    phases: dict[str, list[float]] = {}
+    sources: dict[str, int] = {}
     ev = core.evaluator
     while len(uncached) < steps and len(actions) < 20 * steps:
         legal = np.flatnonzero(obs["action_mask"][:-2])  # neither undo nor submit
@@ -73,6 +83,15 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
             kind = info["failure"] or ("refused" if info["error"] else
                                        "proven" if info["report"]["ok"] else "violation")
             failures[kind] = failures.get(kind, 0) + 1
+            ev_ = core.state.evaluation if not info["error"] else None
+            if ev_ is not None:
+                for name, key in (("check", "check"), ("numerics", "correctness"),
+                                  ("compile", "legality"), ("cost_model", "measure")):
+                    if key in ev_.timings:
+                        phases.setdefault(name, []).append(1000 * ev_.timings[key])
+                verdict = (info["measurement"].get("details") or {}).get("legality") or {}
+                if verdict.get("source"):
+                    sources[verdict["source"]] = sources.get(verdict["source"], 0) + 1
     env.reset(seed=seed, options={"shape": first})
     hit_seconds, again = 0.0, 0
     for a in actions:
@@ -94,6 +113,9 @@ def bench_task(task: str, env_id: str, steps: int, seed: int) -> dict:
         "uncached_median_ms": 1000 * statistics.median(uncached),
         "uncached_p90_ms": 1000 * _p90(uncached),
         "uncached_max_ms": 1000 * max(uncached),
+        "uncached_phase_median_ms": {k: statistics.median(v) for k, v in phases.items()},
+        "uncached_phase_steps": {k: len(v) for k, v in phases.items()},
+        "uncached_compile_sources": sources,
         "cached_steps": len(actions) - again, "cached_steps_per_s": cached_rate,
         "replayed_steps_checked_again": again}
     result["targets_met"] = {
@@ -115,7 +137,12 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", nargs="*", help="task names (default: every registered task)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--cache-dir", type=Path,
+                    help="ARGUS_CACHE_DIR for the run (default: an empty temporary folder)")
     args = ap.parse_args(argv)
+    import tempfile
+    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="argus-env-speed-"))
+    os.environ["ARGUS_CACHE_DIR"] = str(cache)
     import argus_env  # noqa: F401
     from argus_env.registry import TASKS
 
@@ -123,7 +150,8 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         ap.error(f"unknown task {unknown[0]!r}; registered: {', '.join(TASKS)}")
-    result = {"provenance": provenance(), "targets": TARGETS, "steps_per_task": args.steps,
+    result = {"provenance": {**provenance(), "cache_dir": "given" if args.cache_dir else
+                             "empty temporary folder"}, "targets": TARGETS, "steps_per_task": args.steps,
               "tasks": {}}
     for name in names:
         result["tasks"][name] = bench_task(name, TASKS[name].env_id, args.steps, args.seed)

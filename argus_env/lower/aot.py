@@ -186,18 +186,37 @@ def compile_answer(program: Program, target: str = DEFAULT_HARDWARE,
 #: combine kernels) compiles only its new kernels. Successes only: a failure is compiled
 #: again.
 _KERNELS: "OrderedDict[str, dict]" = OrderedDict()
+#: the same kernels' `_kernel_key`, by Triton's own cache key of their source
+#: (`_source_key`): a kernel met again with the same source, constants, signature and
+#: options is found without running the front end again
+_SOURCES: "OrderedDict[str, str]" = OrderedDict()
 KERNEL_MEMORY = 4096
 _LOC_FILE = re.compile(r'loc\("[^"\n]*":(\d+):(\d+)\)')
 
 
-def _kernel_key(src, gpu_target, options: dict) -> str | None:
-    """The digest of what Triton's pipeline after the front end compiles: the kernel's
-    TTIR as the front end makes it (constants folded in, so a constant the kernel does
-    not use is not in it), with the generated module's file name taken out of its source
-    locations (they name a per-program file; line and column stay), the parsed options,
-    the backend (its target and ptxas), Triton's own version key and the environment
-    variables that change Triton's output. None where it cannot be worked out (the
-    kernel is then compiled, and a front-end error is the compiler's verdict there)."""
+def _source_key(src, gpu_target, options: dict) -> str | None:
+    """Triton's own compile-cache key of `src` (the kernel's source and the sources and
+    global values it depends on, signature, constants, attributes: `ASTSource.hash`),
+    with the backend, the parsed options, Triton's version key and the environment
+    variables that change Triton's output, as `triton.compile` digests them to find a
+    kernel in its cache; None where it cannot be worked out."""
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+        from triton.compiler.compiler import make_backend
+        from triton.runtime.cache import triton_key
+        backend = make_backend(gpu_target)
+        parsed = backend.parse_options(dict(options, **src.parse_options()))
+        env = str(sorted(get_cache_invalidating_env_vars().items()))
+        key = f"{triton_key()}|{backend.hash()}|{parsed.hash()}|{env}|{src.hash()}"
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    except Exception:  # noqa: BLE001 - the front end's key decides
+        return None
+
+
+def _front_end(src, gpu_target, options: dict):
+    """(`_kernel_key`, the kernel's TTIR module as the front end made it) or (None, None)
+    where it cannot be worked out (the kernel is then compiled from its source, and a
+    front-end error is the compiler's verdict there)."""
     try:
         from triton._C.libtriton import get_cache_invalidating_env_vars, ir
         from triton.compiler.compiler import make_backend
@@ -209,23 +228,64 @@ def _kernel_key(src, gpu_target, options: dict) -> str | None:
         backend.load_dialects(context)
         module = src.make_ir(gpu_target, parsed, backend.get_codegen_implementation(parsed),
                              backend.get_module_map(), context)
+        module.context = context  # the module keeps its context alive
         text = _LOC_FILE.sub(r'loc("kernel.py":\1:\2)', str(module))
         env = str(sorted(get_cache_invalidating_env_vars().items()))
         key = f"{triton_key()}|{backend.hash()}|{parsed.hash()}|{env}|{text}"
-        return hashlib.sha256(key.encode("utf-8")).hexdigest()
+        return hashlib.sha256(key.encode("utf-8")).hexdigest(), module
     except Exception:  # noqa: BLE001 - no memo: the compiler answers
-        return None
+        return None, None
+
+
+def _kernel_key(src, gpu_target, options: dict) -> str | None:
+    """The digest of what Triton's pipeline after the front end compiles: the kernel's
+    TTIR as the front end makes it (constants folded in, so a constant the kernel does
+    not use is not in it), with the generated module's file name taken out of its source
+    locations (they name a per-program file; line and column stay), the parsed options,
+    the backend (its target and ptxas), Triton's own version key and the environment
+    variables that change Triton's output. None where it cannot be worked out (the
+    kernel is then compiled, and a front-end error is the compiler's verdict there)."""
+    return _front_end(src, gpu_target, options)[0]
+
+
+def _with_front_end(src, module):
+    """`src` whose front end answers with `module`, the TTIR it already made for this
+    kernel (same options, codegen and module map as `triton.compile` passes), so that a
+    compile runs the front end once instead of twice; every later stage is Triton's."""
+    from triton.compiler import ASTSource
+
+    class _Made(ASTSource):
+        def make_ir(self, target, options, codegen_fns, module_map, context):
+            return module
+    made = _Made.__new__(_Made)
+    made.__dict__.update(src.__dict__)
+    return made
+
+
+def _remember(memo: OrderedDict, key: str, value) -> None:
+    memo[key] = value
+    memo.move_to_end(key)
+    while len(memo) > KERNEL_MEMORY:
+        memo.popitem(last=False)
 
 
 def _kernel_figures(src, gpu_target, options: dict) -> dict:
-    """One kernel's figures: remembered by `_kernel_key`, else compiled (raises what
+    """One kernel's figures: remembered by `_kernel_key` (found by `_source_key` first),
+    else compiled from the front end's module already made for the key (raises what
     `triton.compile` raises)."""
     import triton
-    key = _kernel_key(src, gpu_target, options)
+    quick = _source_key(src, gpu_target, options)
+    key = _SOURCES.get(quick) if quick is not None else None
+    module = None
+    if key is None or key not in _KERNELS:
+        key, module = _front_end(src, gpu_target, options)
+        if key is not None and quick is not None:
+            _remember(_SOURCES, quick, key)
     if key is not None and key in _KERNELS:
         _KERNELS.move_to_end(key)
         return {**_KERNELS[key], "remembered": True}
-    k = triton.compile(src, target=gpu_target, options=options)
+    k = triton.compile(src if module is None else _with_front_end(src, module),
+                       target=gpu_target, options=options)
     ptx = k.asm["ptx"]
     regs, frame = cubin_resources(k.asm["cubin"])
     figures = {"shared": int(k.metadata.shared), "num_warps": int(k.metadata.num_warps),
@@ -233,9 +293,7 @@ def _kernel_figures(src, gpu_target, options: dict) -> dict:
                "wgmma": ptx.count("wgmma.mma_async"),
                "tma_loads": ptx.count("cp.async.bulk.tensor")}
     if key is not None:
-        _KERNELS[key] = figures
-        while len(_KERNELS) > KERNEL_MEMORY:
-            _KERNELS.popitem(last=False)
+        _remember(_KERNELS, key, figures)
     return figures
 
 

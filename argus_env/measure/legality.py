@@ -122,11 +122,20 @@ def compile_key(program: Program, target: Target, sizes: dict | None = None) -> 
     from ..lower.aot import spec_text, specialization
     from ..lower.module import LOWERING_VERSION
     target = as_target(target)
+    # worked out once per program object, target and launch sizes, and kept on it (a step
+    # asks for it three times: `begin`, `verdict` and its lookup)
+    memo = program.__dict__.setdefault("_compile_keys", {})
+    version = triton_version()
+    at = (target.arch, target.sms, version, LOWERING_VERSION,
+          None if sizes is None else tuple(sorted((k, int(v)) for k, v in sizes.items())))
+    if at in memo:
+        return memo[at]
     body = structural_hash(dataclasses.replace(program.kernel, doc=None))
-    text = f"{body}|sm{target.arch}|sms{target.sms}|triton{triton_version()}|lower{LOWERING_VERSION}"
+    text = f"{body}|sm{target.arch}|sms{target.sms}|triton{version}|lower{LOWERING_VERSION}"
     if sizes is not None:
         text += f"|spec{spec_text(specialization(program, sizes))}"
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    memo[at] = key = hashlib.sha256(text.encode()).hexdigest()[:24]
+    return key
 
 
 def size_classes(sizes: dict) -> str:

@@ -324,6 +324,20 @@ print(cubin_resources(k.asm["cubin"]), (regs, stack))
 
 
 # ---------------------------------------------------------------- what the key holds
+def test_the_compile_key_is_kept_on_the_program_and_follows_triton(monkeypatch):
+    """The compile key is worked out once per program object, target and launch sizes;
+    another Triton version gives another key for the same object."""
+    import argus_env.measure.legality as legality
+    sizes = GEMM.shapes[0].sizes
+    program = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), sizes)
+    fresh = GEMM.bind(GEMM.space.program(GEMM.space.baseline()), sizes)
+    first = compile_key(program, H200, sizes)
+    assert compile_key(program, H200, sizes) == first == compile_key(fresh, H200, sizes)
+    assert compile_key(program, H200) == compile_key(fresh, H200) != first
+    monkeypatch.setattr(legality, "triton_version", lambda: "0.0.0")
+    assert compile_key(program, H200, sizes) != first
+
+
 def test_the_compile_key_holds_bound_constants_and_the_specialisation_not_sizes():
     """Sizes are runtime arguments that the launch specialises (Triton: an integer
     argument equal to 1 becomes a constant, one divisible by 16 carries that), so shapes
@@ -419,8 +433,10 @@ def test_repeated_kernels_are_remembered_with_the_compilers_figures():
         Worker(interpret=False, timeout=300)
     try:
         opts = {"target": "h200"}
-        warm.run(first, "moe", {}, op="compile", options=opts)
+        once = warm.run(first, "moe", {}, op="compile", options=opts)
         again = warm.run(second, "moe", {}, op="compile", options=opts)
+        # met again: every kernel found by its source's key, without the front end
+        twice = warm.run(first, "moe", {}, op="compile", options=opts)
         alone = fresh.run(second, "moe", {}, op="compile", options=opts)
     finally:
         warm.stop()
@@ -428,3 +444,5 @@ def test_repeated_kernels_are_remembered_with_the_compilers_figures():
     assert alone["ok"] and alone["kernels"] == 6 and alone["remembered"] == 0
     assert 0 < again["remembered"] < 6  # the tile's GEMMs compiled, the rest remembered
     assert {k: again[k] for k in figures} == {k: alone[k] for k in figures}
+    assert twice["remembered"] == 6 and once["remembered"] == 0
+    assert {k: twice[k] for k in figures} == {k: once[k] for k in figures}
