@@ -1261,6 +1261,17 @@ def cmd_evaluate(args) -> int:
 
 
 
+def plan_board(out_dir: Path) -> Path:
+    """The board the folder's plan was made for (its header's `board`), else the default."""
+    path = out_dir / "plan.jsonl"
+    if path.exists():
+        header = json.loads(path.read_text().splitlines()[0])
+        if header.get("kind") == "plan" and header.get("board"):
+            board = Path(header["board"])
+            return board if board.is_absolute() else ROOT / board
+    return BOARD
+
+
 def use_folder_hardware(out_dir: Path) -> None:
     """Read and write the tables of the hardware the folder's runs measured on."""
     global HARDWARE
@@ -1271,14 +1282,16 @@ def cmd_append(args) -> int:
     use_folder_hardware(args.out)
     print(f"hardware: {HARDWARE}")
     added = append_tables(args.out)
+    from argus_env.bench.results import shown
     live = args.out / f"live_{HARDWARE}.json"
-    args.live_to = args.live_to or BOARD.parent / f"live_{HARDWARE}.json"
+    board = plan_board(args.out)
+    args.live_to = args.live_to or board.parent / f"live_{HARDWARE}.json"
     if live.exists() and args.live_to:
         from argus_env.bench.live import read_live
         read_live(live)   # refuse a malformed file before it reaches the board
         args.live_to.write_text(live.read_text())
-        print(f"{args.live_to}: the live figures (rebuild the board: python -m argus_env.cli "
-              f"leaderboard {BOARD.relative_to(ROOT)} --out-dir {BOARD.parent.relative_to(ROOT)})")
+        print(f"{args.live_to}: the live figures (rebuild the board: argus leaderboard "
+              f"{shown(board)} --out-dir {shown(board.parent)})")
     if any(added.values()):
         print("note: table-mode episodes that visited these programs now price them from the "
               "tables, so the committed board's episodes replay differently until re-run")
@@ -1328,7 +1341,7 @@ def main(argv=None) -> int:
     a.add_argument("--out", type=Path, required=True, help="the recording's folder")
     a.add_argument("--live-to", type=Path, default=None,
                    help="where the board's live figures go (default: live_<hardware>.json "
-                        "beside the board)")
+                        "beside the board the plan was made for)")
     a.set_defaults(fn=cmd_append)
     e = sub.add_parser("evaluate", help="the estimates against the held-out walks' live "
                                         "figures (CPU; after `measure --heldout`)")

@@ -335,6 +335,19 @@ def test_append_grows_a_table_by_the_rows_it_lacks(tmp_path):
     assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 0}
 
 
+def test_the_live_figures_go_beside_the_board_the_plan_was_made_for(tmp_path):
+    """A plan made for another board (the H100 board) sends its live figures beside that
+    board, not beside the default one; a folder without a plan falls back to the default."""
+    out = tmp_path / "rec"
+    out.mkdir()
+    assert RP.plan_board(out) == RP.BOARD
+    board = "benchmarks/results/leaderboard-h100/leaderboard-h100.jsonl"
+    (out / "plan.jsonl").write_text(json.dumps({"kind": "plan", "board": board}) + "\n")
+    assert RP.plan_board(out) == ROOT / board
+    (out / "plan.jsonl").write_text(json.dumps({"kind": "plan", "board": str(tmp_path / "b.jsonl")}) + "\n")
+    assert RP.plan_board(out) == tmp_path / "b.jsonl"
+
+
 def test_a_compile_failure_is_recorded_as_such():
     it = _item("zz")
     rec = RP.result_record(it, {"ok": False, "status": "compile",
