@@ -29,6 +29,7 @@ from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
 from .loops import run_loop
+from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
@@ -256,6 +257,8 @@ class Checker:
                 return r, back(model) if model is not None else None
             if r == z3.unknown:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
+                if self._radix_unsat(facts):
+                    return z3.unsat, None
             budget = self.query_timeout_ms()
         s = self.scope.solver()
         s.set("timeout", budget)
@@ -267,6 +270,22 @@ class Checker:
             self.undecided(what, f"the solver answered unknown: {reason}")
             return r, None
         return r, back(s.model()) if r == z3.sat else None
+
+    def _radix_unsat(self, facts) -> bool:
+        """Whether the facts the fast try left undecided are proven unsatisfiable once the
+        divisions and remainders of one variable by a chain of constants are written in its
+        mixed-radix digits (`radix`: the same models, a linear formula), by z3's SMT core
+        with the fast try's work limit. Only `unsat` is taken: a model, or no answer, is
+        asked of the default solver as before. (The rewrite is made in the check's own
+        context, like every term of its queries: a check makes the same terms in every
+        process.)"""
+        rewritten = radix_form(facts)
+        if rewritten is None:
+            return False
+        s = fast_solver(self.scope)
+        s.set("timeout", self.query_timeout_ms())
+        s.add(rewritten)
+        return s.check() == z3.unsat
 
     def undecided(self, what: str, reason: str) -> None:
         """Record an obligation neither proven nor refuted (once per obligation and line)."""
