@@ -154,13 +154,21 @@ class Checker:
                                f"program checks faster", self._line())
         return max(1, min(self.timeout_ms, int(left_ms)))
 
-    def solve(self, constraints, what: str | None = None, realise: bool = False) \
-            -> z3.ModelRef | None:
+    def solve(self, constraints, what: str | None = None, realise: bool = False,
+              decide: bool = False) -> z3.ModelRef | None:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
         that asked), so that the report cannot be `proven`. `realise`: the model goes to
-        the pack's `exclude` hook (`ask`)."""
+        the pack's `exclude` hook (`ask`). `decide`: the caller asks only whether there is
+        a model (it reads none of it), so the fast try's `sat` is the answer even where
+        the pack realises counterexamples."""
         constraints = list(constraints)
+        if constraints and _false(constraints[-1]):
+            # the condition asked about (a violation's, last) is false by simplification
+            # alone (a tag both operands share, a guard the sizes decide): no model, and
+            # no query (most of a check's conditions are: 590 of 978 over ten seeded bugs
+            # of a routed kernel)
+            return None
         self._qnames = self._var_names(constraints) if self.linear or self.past_linear \
             else frozenset()
         facts = [*constraints, *self._links(self._qnames)]
@@ -170,7 +178,8 @@ class Checker:
         # with a pack that realises counterexamples, every model comes from the default
         # solver (`ask`): the models of other queries choose the terms later queries
         # are made of, and so which models the realiser is given
-        realise = realise or (self.pack is not None and self.pack.exclude is not None)
+        realise = realise or (self.pack is not None and self.pack.exclude is not None
+                              and not decide)
         r, model = self.ask(facts, what or _asker(), realise)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
@@ -570,8 +579,15 @@ class Checker:
         """Whether divisor `b` is at least 1 wherever this point runs."""
         key = (b.get_id(), tuple(c.get_id() for c in self.path()))
         if key not in self._pos_cache:
-            self._pos_cache[key] = self.solve(self.path() + [b < 1]) is None
+            self._pos_cache[key] = self.solve(self.path() + [b < 1], decide=True) is None
         return self._pos_cache[key]
+
+
+def _false(c) -> bool:
+    """Whether `c` is false whatever its variables (z3's simplifier makes it `False`)."""
+    if isinstance(c, bool):
+        return not c
+    return z3.is_bool(c) and z3.is_false(z3.simplify(c))
 
 
 def _lit(value):

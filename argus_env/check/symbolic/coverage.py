@@ -13,7 +13,7 @@ import itertools
 
 import z3
 
-from .solver import Var, affine, const_value
+from .solver import Var, affine, const_value, in_range
 from .values import Cov, axis_ranges, depends_on, evaluate, free_names
 
 
@@ -26,6 +26,10 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     ctx = list(context) + axis_ranges(shape)
     ok = True
     for term in terms:
+        lo_n, hi_n = const_value(lo), const_value(hi)
+        if lo_n is not None and hi_n is not None and \
+                in_range(ck, [term.idx - lo_n], [hi_n - lo_n], shape):
+            continue  # within [lo, hi) by the ranges of its variables: no query
         m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
         if m is not None:
             ok = False

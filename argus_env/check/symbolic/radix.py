@@ -3,8 +3,8 @@
 A tile map such as a grouped swizzle reads one index `v` through divisions and remainders
 by constants (`v // 512 * 8 + v % 8`, `v % 512 // 8`). z3 decides such formulas by
 branching on the quotients, and the work grows with the constants (with the problem's
-size: a two-instance query on a 16384^3 GEMM's tile map cost z3's SMT core about 15 times
-its work at 1024^3). Where the constants dividing `v` form a chain (each divides the next:
+size: a two-instance query on a persistent matmul's tile map at 16384^3 cost z3's SMT
+core about 15 times its work at 1024^3). Where the constants dividing `v` form a chain (each divides the next:
 8 | 512), `v` has one set of mixed-radix digits: v = 512*Q + 8*d1 + d0 with 0 <= d0 < 8
 and 0 <= d1 < 64, and every quotient and remainder of `v` by a constant of the chain is a
 sum of digits (v // 8 = 64*Q + d1, v % 512 = 8*d1 + d0, v % 512 // 8 = d1): the formula
