@@ -57,3 +57,28 @@ def test_no_chain_no_rewrite():
     v = z3.Int("v")
     assert radix_form(z3.And(v % 6 == 1, v / 4 == 2)) is None  # 4 and 6: no chain
     assert radix_form(v + 1 > 0) is None
+
+
+def test_tile_terms_worked_out_in_python_fold_as_z3_does():
+    """`tiles._simplified`: a term whose variables all have integers is computed in
+    Python; the value is the one z3's simplifier folds it to (division and remainder by
+    negative numbers included), and a term it cannot finish is left to z3."""
+    from argus_env.check.symbolic.tiles import _simplified, _integer, _truth
+    a, b, c, x = z3.Ints("a b c x")
+    terms = [a / b, a % b, (a + 3 * b) / 7 - c % 5, z3.If(a < b, a * c, b - c),
+             z3.And(a >= 0, z3.Or(b < 2, c != a)), z3.Not(a == b), z3.Distinct(a, b, c),
+             z3.Implies(a > 0, b > 0), -a / (b - 1), a - b - c, (a + x) % 4,
+             z3.And(a < a - 1, x > 0)]
+    rng = random.Random(1)
+    for _ in range(200):
+        vals = [rng.randrange(-20, 21) for _ in range(3)]
+        pairs = [(v, z3.IntVal(n)) for v, n in zip((a, b, c), vals)]
+        got = _simplified(terms, pairs)
+        for t, g in zip(terms, got):
+            want = z3.simplify(z3.substitute(t, *pairs))
+            if z3.is_int_value(want):
+                assert _integer(g) == want.as_long(), (t, vals, g, want)
+            elif z3.is_true(want) or z3.is_false(want):
+                assert _truth(g) == z3.is_true(want), (t, vals, g, want)
+            else:  # not folded (x has no value, or a division by zero): left to z3
+                assert isinstance(g, z3.ExprRef) and g.eq(want), (t, vals, g, want)

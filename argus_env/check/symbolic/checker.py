@@ -280,6 +280,38 @@ class Checker:
             return r, None
         return r, back(s.model()) if r == z3.sat else None
 
+    def unsat_each(self, common, extras) -> list[bool]:
+        """For each of several queries `common + extra` (one per tile of an enumerated
+        combine, say), whether it is shown unsatisfiable by one incremental SMT core:
+        `common` asserted once, each extra in a scope of its own, with the fast try's work
+        limit per query. Only `unsat` counts (each is counted as a query); a query shown
+        nothing here is for the caller to ask as it is (`solve`), which then answers it as
+        before. Where the task's pack adds facts per query or realises counterexamples, or
+        a grid-stride loop's links would be needed, nothing is shown here."""
+        if (self.pack is not None and (self.pack.axioms is not None
+                                       or self.pack.exclude is not None)) \
+                or self.linear or self.past_linear or FAST_RLIMIT <= 0:
+            return [False] * len(extras)
+        budget = self.query_timeout_ms()
+        out = []
+        s = None
+        for extra in extras:
+            if s is None:
+                s = fast_solver(self.scope)
+                s.set("timeout", budget)
+                s.add(self.scope.into(common))
+            self.report.queries += 1
+            s.push()
+            try:
+                s.add(self.scope.into(extra))
+                r = s.check()
+            finally:
+                s.pop()
+            out.append(r == z3.unsat)
+            if r == z3.unknown:
+                s = None  # a cancelled search: a fresh solver for the next
+        return out
+
     def _radix_unsat(self, facts) -> bool:
         """Whether the facts the fast try left undecided are proven unsatisfiable once the
         divisions and remainders of one variable by a chain of constants are written in its

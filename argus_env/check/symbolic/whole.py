@@ -479,7 +479,9 @@ def _count_tiles(ck, tensor, ws, sizes, candidates):
     for i, w in enumerate(ws):
         c, inj = _instances(ck, w)
         count = None if count is None or c is None else count + c
-        injective = injective and inj and all(_disjoint(ck, w, w2) for w2 in ws[i + 1:])
+        # two writes' tile origins enumerated apart on integers (`_apart`) need no query
+        injective = injective and inj and all(_apart(ck, w, w2) or _disjoint(ck, w, w2)
+                                              for w2 in ws[i + 1:])
         inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
         h = ck.solve_real(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
         if h is not None and hole is None:
@@ -628,7 +630,7 @@ def _coverage_groups(ck, w, terms, sources) -> list | None:
         return None
     reps = {}
     for pairs in checked:
-        o = tiles.origin_at(w._block[0], pairs)
+        o = tiles.origin_at(w._block[0], pairs, w)
         if o is None:
             return None
         reps.setdefault(o, pairs)
