@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,12 +34,33 @@ SCALED = {
     "rmsnorm": [{"T": n} for n in (1024, 8192, 65536)],
 }
 CORPORA = {"gemm": "corpus", "attention": "corpus_attention", "moe": "corpus_moe"}
+#: programs the task's action space offers only at some sizes: (task, program) -> the
+#: configuration whose structure the space judges there (stream-K spreads at most
+#: STREAM_K_WAVES waves of tiles; past that the mask refuses it, and no episode has it
+#: checked, as `tests/check/test_symbolic.py` skips it)
+OFFERED_AT = {("gemm", "streamk"): ("argus_env.tasks.gemm.space", "STREAMK")}
+
+
+def refused(task, name: str, which: str, sizes: dict) -> str | None:
+    """Why the task's action space refuses program `which` at `sizes`, or None."""
+    where = OFFERED_AT.get((name, which))
+    if where is None:
+        return None
+    import importlib
+    config = getattr(importlib.import_module(where[0]), where[1])
+    return task.space.structure_reason(config, {"sizes": sizes})
 
 
 def _time(check, prog, sizes, task, **kw) -> tuple[float, object]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     report = check(prog, sizes, task, **kw)
+    CPU.append((time.process_time() - c0) * 1000)
     return (time.perf_counter() - t0) * 1000, report
+
+
+#: the CPU milliseconds of each timed check, in order (what a machine shared with other
+#: work inflates least; the figures above are wall-clock)
+CPU: list = []
 
 
 def program_rows(name: str, repeats: int, check) -> list[dict]:
@@ -51,14 +73,22 @@ def program_rows(name: str, repeats: int, check) -> list[dict]:
     rows = []
     for which in task.programs:
         for label, sizes in cases:
+            why = refused(task, name, which, sizes)
+            if why is not None:  # recorded, not timed: no episode checks it there
+                rows.append({"task": name, "program": which, "shape": label, "sizes": sizes,
+                             "refused": why})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             prog = task.bind(task.program(which), sizes)
             _time(check, prog, sizes, task)  # warm: imports, first-use caches
+            del CPU[:]
             runs = [_time(check, prog, sizes, task) for _ in range(repeats)]
             times, report = [t for t, _ in runs], runs[-1][1]
             rows.append({"task": name, "program": which, "shape": label, "sizes": sizes,
                          "median_ms": round(statistics.median(times), 2),
-                         "max_ms": round(max(times), 2), "queries": report.queries,
-                         "status": report.status})
+                         "max_ms": round(max(times), 2),
+                         "cpu_median_ms": round(statistics.median(CPU), 2),
+                         "queries": report.queries, "status": report.status})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -83,7 +113,7 @@ def corpus_rows(name: str, check) -> list[dict]:
         ms, report = _time(check, prog, m.sizes, task, **kw)
         caught = set(m.expect) <= report.kinds()
         rows.append({"task": name, "case": m.name, "sizes": m.sizes, "ms": round(ms, 2),
-                     "queries": report.queries, "caught": caught,
+                     "cpu_ms": round(CPU[-1], 2), "queries": report.queries, "caught": caught,
                      "undecided": len(report.undecided)})
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -92,14 +122,16 @@ def corpus_rows(name: str, check) -> list[dict]:
 def summarise(programs: list[dict], corpus: list[dict]) -> dict:
     out = {}
     for name in dict.fromkeys([r["task"] for r in programs + corpus]):
-        mine = [r for r in programs if r["task"] == name]
+        every = [r for r in programs if r["task"] == name]
+        mine = [r for r in every if "refused" not in r]
         cases = [r for r in corpus if r["task"] == name]
         scaled = {}
-        for which in dict.fromkeys(r["program"] for r in mine):
-            s = [r for r in mine if r["program"] == which and r["shape"].startswith("scaled-")]
-            if len(s) >= 2:
+        for which in dict.fromkeys(r["program"] for r in every):
+            s = [r for r in every if r["program"] == which and r["shape"].startswith("scaled-")]
+            if len(s) >= 2 and "refused" not in s[0] and "refused" not in s[-1]:
                 scaled[which] = round(s[-1]["median_ms"] / s[0]["median_ms"], 2)
         all_ms = [r["median_ms"] for r in mine] + [r["ms"] for r in cases]
+        all_cpu = [r["cpu_median_ms"] for r in mine] + [r["cpu_ms"] for r in cases]
         out[name] = {
             "programs_median_ms": round(statistics.median([r["median_ms"] for r in mine]), 1),
             "programs_worst_ms": round(max(r["max_ms"] for r in mine), 1),
@@ -107,7 +139,10 @@ def summarise(programs: list[dict], corpus: list[dict]) -> dict:
             "corpus_worst_ms": round(max(r["ms"] for r in cases), 1) if cases else None,
             "median_ms": round(statistics.median(all_ms), 1), "worst_ms": round(max(
                 [r["max_ms"] for r in mine] + [r["ms"] for r in cases]), 1),
+            "cpu_median_ms": round(statistics.median(all_cpu), 1),
+            "cpu_worst_ms": round(max(all_cpu), 1),
             "largest_over_smallest_scaled": scaled,
+            "refused": len(every) - len(mine),
             "corpus_caught": f"{sum(r['caught'] for r in cases)}/{len(cases)}",
             "undecided": sum(r["undecided"] for r in cases)
             + sum(r["status"] == "undecided" for r in mine),
@@ -126,13 +161,17 @@ def main(argv=None) -> int:
     from argus_env.check.symbolic import check
     from argus_env.envs.record import run_provenance
 
+    load_before = os.getloadavg()  # other work on the machine slows every wall figure
     programs, corpus = [], []
     for name in args.tasks.split(","):
         programs += program_rows(name, args.repeats, check)
         if not args.no_corpus:
             corpus += corpus_rows(name, check)
     summary = summarise(programs, corpus)
-    result = {"provenance": {**run_provenance(ROOT), "repeats": args.repeats},
+    load = {"before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()]}  # 1, 5 and 15 minutes
+    result = {"provenance": {**run_provenance(ROOT), "repeats": args.repeats,
+                             "load_average": load},
               "summary": summary, "programs": programs, "corpus": corpus}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -157,7 +157,8 @@ def _column(ck, tensor: str, points: list, d: int, t: int) -> None:
     for w in points:
         p = w.coords[0]
         if ck.solve(w.path + axis_ranges(w.shape) +
-                    [w.live, w.coords[1] == d, p >= 0, p < r.rows, f.sid(p) != r.pad]) is not None:
+                    [w.live, w.coords[1] == d, p >= 0, p < r.rows, f.sid(p) != r.pad],
+                    decide=True) is not None:
             return
     ck.violate("bijection", points[0].stmt.value.fn, f"no program instance writes column {d} "
                f"of `{tensor}`: `{tensor}[{t}, {d}]` (and every token's element there) has no "

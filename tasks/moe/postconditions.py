@@ -134,10 +134,13 @@ class Fns:
         self.bexp = ck.uf(r.expert_ids, 1)
         self.tid = ck.uf(r.topk_ids, 2)
         self.inv = z3.Function(f"inverse_{r.sorted_ids}", z3.IntSort(), z3.IntSort())
+        self._kinds = None
 
     def kinds(self) -> dict:
-        return {self.sid.name(): "sid", self.bexp.name(): "bexp", self.tid.name(): "tid",
-                self.inv.name(): "inv"}
+        if self._kinds is None:  # asked at every query (`axioms`): made once
+            self._kinds = {self.sid.name(): "sid", self.bexp.name(): "bexp",
+                           self.tid.name(): "tid", self.inv.name(): "inv"}
+        return self._kinds
 
 
 def fns(ck) -> Fns:

@@ -13,7 +13,7 @@ import itertools
 
 import z3
 
-from .solver import Var, affine, const_value
+from .solver import Var, affine, const_value, in_range
 from .values import Cov, axis_ranges, depends_on, evaluate, free_names
 
 
@@ -26,6 +26,10 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     ctx = list(context) + axis_ranges(shape)
     ok = True
     for term in terms:
+        lo_n, hi_n = const_value(lo), const_value(hi)
+        if lo_n is not None and hi_n is not None and \
+                in_range(ck, [term.idx - lo_n], [hi_n - lo_n], shape):
+            continue  # within [lo, hi) by the ranges of its variables: no query
         m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
         if m is not None:
             ok = False
@@ -57,14 +61,25 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
     plain = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
     shapes = [_shapes(t, x, defaults or {}) for t in terms]
-    m = None
+    queries = []
     for inst, chosen in groups if groups is not None else [((), None)]:
         covered = list(plain)
         for i, (t, sh) in enumerate(zip(terms, shapes)):
             picks = t.picks if chosen is None else chosen[i]
             covered += [_some_lane(ck, w) for w in _at_picks(sh, picks)]
-        here = ctx + [v == value for v, value in inst] + [x >= lo, x < hi]
-        m = ck.solve(here + [z3.Not(z3.Or(*covered))] if covered else here)
+        pins = [v == value for v, value in inst]
+        gap = [z3.Not(z3.Or(*covered))] if covered else []
+        queries.append((ctx + pins + [x >= lo, x < hi] + gap, pins + gap))
+    m = None
+    # one tile at a time: the context is the same in every query, so a tile whose query is
+    # unsatisfiable is shown so by one incremental solver (`Checker.unsat_each`); the
+    # others are asked as they are, in order, for the first model
+    shown = ck.unsat_each(ctx + [x >= lo, x < hi], [g for _, g in queries]) \
+        if len(queries) > 1 else [False] * len(queries)
+    for (query, _), unsat in zip(queries, shown):
+        if unsat:
+            continue
+        m = ck.solve(query)
         if m is not None:
             break
     if m is None:

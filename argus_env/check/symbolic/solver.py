@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import substitution
+from .values import AXES, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -81,6 +81,34 @@ def interval(e: z3.ExprRef, vars: Vars, depth: int = 0) -> tuple[int, int] | Non
     if key not in vars.bounds:
         vars.bounds[key] = (e, _interval(e, vars, depth))  # keep e alive: ids are reused
     return vars.bounds[key][1]
+
+
+class _Shaped:
+    """`Vars` seen with the tile axes of one shape bounded (axis i in [0, shape[i])): the
+    ranges `interval` reads, with a memo of its own per shape."""
+
+    def __init__(self, vars: Vars, shape: tuple[int, ...], axes):
+        self.vars = vars
+        self.bounds = vars.bounds.setdefault(("shape", shape), ({}, None))[0]
+        self.axes = {ax.decl().name(): n for ax, n in zip(axes, shape)}
+
+    def info(self, v):
+        if z3.is_const(v) and v.decl().name() in self.axes:
+            return Var(v, "axis", 0, self.axes[v.decl().name()])
+        return self.vars.info(v)
+
+
+def in_range(ck, coords, extents, shape) -> bool:
+    """Whether every coordinate lies in [0, extent) for every value of the variables it is
+    made of, by their ranges (`interval`, the tile axes bounded by `shape`): a proof of
+    bounds without a solver query; False when that does not show it."""
+    view = _Shaped(ck.vars, tuple(shape), AXES)
+    for c, n in zip(coords, extents):
+        n = const_value(n)
+        b = interval(c, view) if n is not None else None
+        if b is None or b[0] < 0 or b[1] >= n:
+            return False
+    return True
 
 
 def _interval(e: z3.ExprRef, vars: Vars, depth: int) -> tuple[int, int] | None:

@@ -6,7 +6,10 @@ each enclosing loop, whose bounds are integers once the outer variables are) and
 its tile origin at each: where the counting proof of `whole._count_tiles` cannot count
 the instances (a grid-stride loop whose stride is not the grid, say), the set of origins
 decides "every tile written" without a quantified query. It gives up (None) past `limit`
-instances or on a value it cannot evaluate (data read from memory).
+instances or on a value it cannot evaluate (data read from memory). A term whose variables
+all have integers at an instance is worked out in Python (`_compiled`: z3's Euclidean
+division and remainder, compiled once per term), to the value z3's simplifier would fold
+it to; any other is simplified by z3.
 
 `nearest` names, for an element nobody writes, the instance and tile element of a write
 closest to it (least L1 distance between coordinates): a counterexample of the bijection
@@ -32,9 +35,159 @@ def _int(e, pairs) -> int | None:
     return v.as_long() if z3.is_int_value(v) else None
 
 
-def _true(e, pairs) -> bool | None:
-    v = z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
+def _truth(v) -> bool | None:
+    if isinstance(v, bool):
+        return v
     return True if z3.is_true(v) else False if z3.is_false(v) else None
+
+
+def _integer(v) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return v.as_long() if isinstance(v, z3.ExprRef) and z3.is_int_value(v) else None
+
+
+class _Unknown(Exception):
+    """A term `_compiled` cannot work out on integers (a variable without a value, a
+    division by zero, an operation it has no rule for)."""
+
+
+_NO = object()
+#: compiled terms by z3 id, each with its term (kept alive: ids are not reused); bounded
+_COMPILED: dict = {}
+
+
+def _compiled(e):
+    """`e` as a Python function of {variable id: integer} computing the value z3's
+    simplifier folds it to when every variable has a value (raising `_Unknown` where it
+    would not fold), or None when `e` has an operation without a rule here."""
+    hit = _COMPILED.get(e.get_id())
+    if hit is not None and hit[0].eq(e):
+        return hit[1]
+    if len(_COMPILED) > 20_000:
+        _COMPILED.clear()
+    try:
+        fn = _make(compile(_source(e, {}), "<tile map>", "eval"))
+    except _Unknown:
+        fn = None
+    _COMPILED[e.get_id()] = (e, fn)
+    return fn
+
+
+def _make(code):
+    scope = {"_div": _div, "_mod": _mod, "_distinct": _distinct}
+
+    def fn(env):
+        try:
+            return eval(code, scope, {"env": env})
+        except KeyError:
+            raise _Unknown() from None
+    return fn
+
+
+def _div(a, b):
+    """z3's integer division (Euclidean): floor for b > 0, ceiling for b < 0."""
+    if b == 0:
+        raise _Unknown()
+    return a // b if b > 0 else -(a // -b)
+
+
+def _mod(a, b):
+    """z3's remainder (Euclidean): in [0, |b|)."""
+    if b == 0:
+        raise _Unknown()
+    return a % abs(b)
+
+
+def _distinct(*xs):
+    return len(set(xs)) == len(xs)
+
+
+_INFIX = {z3.Z3_OP_ADD: "+", z3.Z3_OP_SUB: "-", z3.Z3_OP_MUL: "*", z3.Z3_OP_LE: "<=",
+          z3.Z3_OP_LT: "<", z3.Z3_OP_GE: ">=", z3.Z3_OP_GT: ">", z3.Z3_OP_EQ: "==",
+          z3.Z3_OP_AND: "and", z3.Z3_OP_OR: "or"}
+
+
+def _source(e, memo) -> str:
+    """Python source computing term `e` from `env` (raises `_Unknown` on an operation
+    without a rule)."""
+    key = e.get_id()
+    if key in memo:
+        return memo[key]
+    if z3.is_int_value(e):
+        src = f"({e.as_long()})"
+    elif z3.is_true(e):
+        src = "True"
+    elif z3.is_false(e):
+        src = "False"
+    elif z3.is_const(e) and z3.is_int(e):
+        src = f"env[{key}]"
+    elif z3.is_app(e) and (z3.is_int(e) or z3.is_bool(e)):
+        k = e.decl().kind()
+        kids = [_source(c, memo) for c in e.children()]
+        if k in _INFIX and kids and (k not in (z3.Z3_OP_EQ, z3.Z3_OP_LE, z3.Z3_OP_LT,
+                                               z3.Z3_OP_GE, z3.Z3_OP_GT) or len(kids) == 2):
+            src = "(" + f" {_INFIX[k]} ".join(kids) + ")"
+        elif k == z3.Z3_OP_UMINUS and len(kids) == 1:
+            src = f"(-{kids[0]})"
+        elif k == z3.Z3_OP_IDIV and len(kids) == 2:
+            src = f"_div({kids[0]}, {kids[1]})"
+        elif k == z3.Z3_OP_MOD and len(kids) == 2:
+            src = f"_mod({kids[0]}, {kids[1]})"
+        elif k == z3.Z3_OP_NOT and len(kids) == 1:
+            src = f"(not {kids[0]})"
+        elif k == z3.Z3_OP_IMPLIES and len(kids) == 2:
+            src = f"((not {kids[0]}) or {kids[1]})"
+        elif k == z3.Z3_OP_ITE and len(kids) == 3:
+            src = f"({kids[1]} if {kids[0]} else {kids[2]})"
+        elif k == z3.Z3_OP_DISTINCT and kids:
+            src = f"_distinct({', '.join(kids)})"
+        else:
+            raise _Unknown()
+    else:
+        raise _Unknown()
+    if len(src) > 20_000:  # a term sharing subterms over and over: left to z3
+        raise _Unknown()
+    memo[key] = src
+    return src
+
+
+def _simplified(exprs, pairs) -> list:
+    """`exprs` with `pairs` substituted, each simplified, as z3 terms or, where every
+    variable of one has its integer in `pairs`, as its Python value (`_compiled`: z3's
+    arithmetic worked out in Python, which is what the simplifier would fold it to); the
+    others by one substitution and one simplification for all of them (as arguments of
+    one application, which the simplifier rewrites argument by argument, as it would each
+    alone)."""
+    env = {}
+    for var, value in pairs:
+        if not z3.is_const(var) or not z3.is_int_value(value):
+            env = None
+            break
+        env[var.get_id()] = value.as_long()
+    out, rest = [], []
+    for i, e in enumerate(exprs):
+        f = _compiled(e) if env is not None else None
+        try:
+            out.append(f(env) if f is not None else _NO)
+        except _Unknown:
+            out.append(_NO)
+        if out[-1] is _NO:
+            rest.append(i)
+    if rest:
+        for i, v in zip(rest, _z3_simplified([exprs[i] for i in rest], pairs)):
+            out[i] = v
+    return out
+
+
+def _z3_simplified(exprs, pairs) -> list:
+    if len(exprs) < 2:
+        return [z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
+                for e in exprs]
+    pack = z3.Function("tiles!pack", *[e.sort() for e in exprs], z3.BoolSort())
+    app = pack(*exprs)
+    v = z3.simplify(z3.substitute(app, *pairs)) if pairs else z3.simplify(app)
+    return v.children()
 
 
 def instances(ck, w, limit: int = LIMIT):
@@ -75,8 +228,8 @@ def _judged(ck, w, limit: int) -> list | None:
     if memo is not None and memo[0] >= limit:
         return memo[1] if memo[1] is None or len(memo[1]) <= limit else None
     insts = instances(ck, w, limit)
-    judged = None if insts is None else [(pairs, [_true(c, pairs) for c in w.path])
-                                         for pairs in insts]
+    judged = None if insts is None else \
+        [(pairs, [_truth(v) for v in _simplified(w.path, pairs)]) for pairs in insts]
     w._judged = (limit, judged)
     return judged
 
@@ -90,10 +243,22 @@ def live_instances(ck, w, limit: int = LIMIT) -> list | None:
     return [pairs for pairs, on in judged if False not in on]
 
 
-def origin_at(bases, pairs) -> tuple | None:
-    """A tile origin's integers at one instance (`pairs`), or None where not integers."""
-    o = tuple(_int(b, pairs) for b in bases)
-    return None if None in o else o
+def origin_at(bases, pairs, w=None) -> tuple | None:
+    """A tile origin's integers at one instance (`pairs`), or None where not integers.
+    With the write `w` whose enumerated instance `pairs` is (`instances`, kept on the
+    write), the answer is kept on the write too."""
+    memo = key = None
+    if w is not None:
+        memo = w.__dict__.setdefault("_origin_at", {})
+        key = (tuple(b.get_id() for b in bases), id(pairs))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is pairs:
+            return hit[1]
+    o = tuple(_integer(v) for v in _simplified(bases, pairs))
+    o = None if None in o else o
+    if memo is not None:
+        memo[key] = (pairs, o, bases)  # the terms kept: their ids are not reused
+    return o
 
 
 def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
@@ -108,8 +273,8 @@ def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
             return None
         if not all(on):
             continue
-        o = tuple(_int(b, pairs) for b in bases)
-        if None in o:
+        o = origin_at(bases, pairs, w)
+        if o is None:
             return None
         reached.add(o)
     return reached

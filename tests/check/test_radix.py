@@ -1,0 +1,84 @@
+"""The mixed-radix rewrite of a query's divisions (`symbolic.radix`): the same models, and
+a grouped swizzle's injectivity proven within the fast try's work limit at any size."""
+
+import random
+
+import z3
+
+from argus_env.check.symbolic.checker import FAST_RLIMIT
+from argus_env.check.symbolic.radix import radix_form
+
+
+def _swizzle(v, group_tiles=512, group=8):
+    """A grouped swizzle's tile origin of linear tile index v (GEMM `expert`, 16384^3)."""
+    return (v / group_tiles * group + v % group) * 128, v % group_tiles / group * 256
+
+
+def _fast(f):
+    s = z3.SimpleSolver()
+    s.set("rlimit", FAST_RLIMIT)
+    s.add(f)
+    return s.check()
+
+
+def test_rewrite_keeps_the_values_of_divisions():
+    v, x, y, z = z3.Ints("v x y z")
+    f = z3.And(x == v / 512 * 8 + v % 8, y == v % 512 / 8, z == (v / 8) % 64 + 3 * (v % 512))
+    g = radix_form(f)
+    assert g is not None
+    rng = random.Random(0)
+    for value in [0, 7, 8, 511, 512, 513, -1, -513] + [rng.randrange(-10**6, 10**6)
+                                                     for _ in range(20)]:
+        s = z3.Solver()
+        s.add(g, v == value)
+        assert s.check() == z3.sat
+        m = s.model()
+        want = (value // 512 * 8 + value % 8, value % 512 // 8,
+                (value // 8) % 64 + 3 * (value % 512))
+        assert tuple(m.eval(t).as_long() for t in (x, y, z)) == want
+        s.add(z3.Or(x != want[0], y != want[1], z != want[2]))
+        assert s.check() == z3.unsat  # the digits are unique: no other value
+
+
+def test_grouped_swizzle_injective_within_the_fast_limit():
+    v1, v2 = z3.Ints("v1 v2")
+    tiles = 128 * 64
+    facts = [v1 >= 0, v1 < tiles, v2 >= 0, v2 < tiles, v1 != v2]
+    a, b = _swizzle(v1), _swizzle(v2)
+    query = z3.And(*facts, a[0] == b[0], a[1] == b[1])
+    assert _fast(radix_form(query)) == z3.unsat
+    # a map that is not injective (the row within a group dropped) stays satisfiable
+    bad = z3.And(*facts, v1 / 512 == v2 / 512, a[1] == b[1])
+    assert _fast(radix_form(bad)) != z3.unsat
+    assert z3.Solver().check(bad) == z3.sat
+
+
+def test_no_chain_no_rewrite():
+    v = z3.Int("v")
+    assert radix_form(z3.And(v % 6 == 1, v / 4 == 2)) is None  # 4 and 6: no chain
+    assert radix_form(v + 1 > 0) is None
+
+
+def test_tile_terms_worked_out_in_python_fold_as_z3_does():
+    """`tiles._simplified`: a term whose variables all have integers is computed in
+    Python; the value is the one z3's simplifier folds it to (division and remainder by
+    negative numbers included), and a term it cannot finish is left to z3."""
+    from argus_env.check.symbolic.tiles import _simplified, _integer, _truth
+    a, b, c, x = z3.Ints("a b c x")
+    terms = [a / b, a % b, (a + 3 * b) / 7 - c % 5, z3.If(a < b, a * c, b - c),
+             z3.And(a >= 0, z3.Or(b < 2, c != a)), z3.Not(a == b), z3.Distinct(a, b, c),
+             z3.Implies(a > 0, b > 0), -a / (b - 1), a - b - c, (a + x) % 4,
+             z3.And(a < a - 1, x > 0)]
+    rng = random.Random(1)
+    for _ in range(200):
+        vals = [rng.randrange(-20, 21) for _ in range(3)]
+        pairs = [(v, z3.IntVal(n)) for v, n in zip((a, b, c), vals)]
+        got = _simplified(terms, pairs)
+        for t, g in zip(terms, got):
+            want = z3.simplify(z3.substitute(t, *pairs))
+            if z3.is_int_value(want):
+                assert _integer(g) == want.as_long(), (t, vals, g, want)
+            elif z3.is_true(want) or z3.is_false(want):
+                assert _truth(g) == z3.is_true(want), (t, vals, g, want)
+            else:  # not folded (x has no value, or a division by zero): left to z3
+                assert isinstance(g, z3.ExprRef) and g.eq(want), (t, vals, g, want)
