@@ -140,7 +140,9 @@ PRIORITY = {"board": 0, "episode": 1, "records": 1, "configs": 2, "walk-board": 
             "heldout": 3, "walk": 4}
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
-CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES")}
+CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None)}
+#: configurations the `sample` set draws (seeded by `plan --seed`)
+SAMPLE_SIZE = 48
 #: seconds one program took on the H200 when the tables were recorded, per task (from the
 #: rows' timestamps: median gap between rows, compile included except for GEMM, whose
 #: recorder compiled in a pool first); the estimate of a chunk's time
@@ -462,7 +464,36 @@ def walk_items(env_ids: list[str], programs: int, steps: int, seed: int, shapes=
     return items
 
 
-def config_items(names: list[str], board_shapes: set = frozenset(), log=None) -> Items:
+def sampled_configurations(task, target, n: int, seed: int) -> list:
+    """`n` distinct catalog configurations of `task`, each field drawn uniformly from its
+    transformation's values (and the baseline's own), kept where the mask allows them at
+    one suite shape at least: a seeded sample of the space beyond the named sets."""
+    import dataclasses
+    import random
+    rng, space = random.Random(seed), task.space
+    base = space.baseline()
+    fields = [(t.field, tuple(dict.fromkeys((*t.values, getattr(base, t.field)))))
+              for t in space.transforms]
+    out, seen = [], set()
+    for _ in range(200 * n):
+        if len(out) >= n:
+            break
+        config = dataclasses.replace(base, **{f: rng.choice(v) for f, v in fields})
+        if getattr(config, "split_k", 1) == 1 and getattr(config, "combine", None):
+            config = dataclasses.replace(config, combine=None)   # nothing to combine
+        if getattr(config, "split_k", 1) > 1 and getattr(config, "combine", "") is None:
+            continue   # a primitive's first step alone (uncombined partials): no program
+        if config in seen:
+            continue
+        seen.add(config)
+        if any(space.config_reason(config, {"sizes": c.sizes, "target": target}) is None
+               for c in task.shapes):
+            out.append(config)
+    return out
+
+
+def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
+                 seed: int = 0) -> Items:
     """The configurations of the named sets (`CONFIG_SETS`) at every suite shape of their
     task where the mask allows them on the H200 and the checker proves their program
     there (nothing unproven is planned)."""
@@ -477,8 +508,11 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None) ->
     for name in names:
         task_name, attr = CONFIG_SETS[name]
         task = get_task(task_name)
-        found = getattr(importlib.import_module(type(task.space).__module__), attr)
-        configs = list(found.values()) if isinstance(found, dict) else list(found)
+        if attr is None:
+            configs = sampled_configurations(task, target, SAMPLE_SIZE, seed)
+        else:
+            found = getattr(importlib.import_module(type(task.space).__module__), attr)
+            configs = list(found.values()) if isinstance(found, dict) else list(found)
         kept = refused = 0
         for config in configs:
             for case in task.shapes:
@@ -535,7 +569,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
             items.add(it)
         log(f"records {path}: replays {_counts(v.values())}")
     if configs:
-        for it in config_items(list(configs), board_shapes, log):
+        for it in config_items(list(configs), board_shapes, log, seed=seed):
             items.add(it)
     env_ids = list(dict(ENV_IDS))
     if walks:
@@ -1312,7 +1346,8 @@ def main(argv=None) -> int:
     p.add_argument("--walk-shapes", choices=("all", "board"), default="all")
     p.add_argument("--configs", nargs="*", default=[], choices=sorted(CONFIG_SETS),
                    help="add named sets of catalog configurations at every suite shape where "
-                        "the mask allows them (small-shapes: GEMM swap-AB and stream-K)")
+                        "the mask allows them (small-shapes: GEMM swap-AB, stream-K and "
+                        f"split-K; sample: {SAMPLE_SIZE} GEMM configurations drawn with --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-workers", type=int, default=12, help="for the estimate")
     p.add_argument("--dry-run", action="store_true", help="list, write nothing")

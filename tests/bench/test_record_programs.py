@@ -417,3 +417,20 @@ def test_a_named_configuration_set_is_planned_where_the_mask_allows_it(monkeypat
     assert got == {("decode-16", False, True), ("square-8192", False, True),
                    ("decode-16", True, False)}, got
     assert all(i.sources == ["configs"] and i.env_id == "Argus-GEMM-v0" for i in items)
+
+
+def test_the_sample_set_draws_distinct_legal_combined_configurations():
+    """`plan --configs sample`: the same seed draws the same configurations, all distinct,
+    each allowed by the mask at some suite shape, none a split left uncombined or a combine
+    with nothing to combine; another seed draws others."""
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    gemm, h200 = get_task("gemm"), load_target("h200")
+    a = RP.sampled_configurations(gemm, h200, 12, seed=3)
+    assert a == RP.sampled_configurations(gemm, h200, 12, seed=3)
+    assert len(a) == len(set(a)) == 12
+    assert a != RP.sampled_configurations(gemm, h200, 12, seed=4)
+    for c in a:
+        assert (c.split_k > 1) == (c.combine is not None), c
+        assert any(gemm.space.config_reason(c, {"sizes": s.sizes, "target": h200}) is None
+                   for s in gemm.shapes), c
