@@ -182,6 +182,14 @@ class TaskSpace:
         for values in itertools.product(*(t.values for t in chosen)):
             yield dataclasses.replace(base, **{t.field: v for t, v in zip(chosen, values)})
 
+    def field_values(self) -> list[tuple[str, tuple]]:
+        """(field, values) per transformation: its catalog values, then the baseline's own
+        where no transformation sets it (a baseline field such as attention's
+        `stages=None`)."""
+        base = self.baseline()
+        return [(t.field, tuple(dict.fromkeys((*t.values, getattr(base, t.field)))))
+                for t in self.transforms]
+
     def legal_configurations(self, configs: Iterable, ctx: dict) -> list:
         """`configs` without repeats and without those illegal in `ctx`, in order."""
         seen, legal = set(), []

@@ -471,9 +471,7 @@ def sampled_configurations(task, target, n: int, seed: int) -> list:
     import dataclasses
     import random
     rng, space = random.Random(seed), task.space
-    base = space.baseline()
-    fields = [(t.field, tuple(dict.fromkeys((*t.values, getattr(base, t.field)))))
-              for t in space.transforms]
+    base, fields = space.baseline(), space.field_values()
     out, seen = [], set()
     for _ in range(200 * n):
         if len(out) >= n:

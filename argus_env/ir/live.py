@@ -535,28 +535,11 @@ def loop_work(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For,
     when a bound the count needs is not an integer there (read off a tile, say) or past
     `limit` iterations in all. What a program executes, not what its text says: a
     stream-K program's share of the k steps, as its index arithmetic gives it."""
-    env0 = _known(kernel, sizes)
-    for grid, stmts in _launches(kernel):
-        if not any(n is target for s in stmts for n in walk(s)):
-            continue
-        dims = _dims(grid, _Eval(dict(env0), None, sms))
-        if dims is None or any(lo != hi or math.isinf(hi) for lo, hi in dims):
-            return None
-        extents = [int(hi) for _, hi in dims]
+    def every(extents):
         if math.prod(extents) > limit:
             return None
-        counter = _Work(target, limit)
-        out = []
-        for pid in itertools.product(*(range(n) for n in extents)):
-            grid_pts = [(n, n) for n in extents]
-            ev = _Eval(dict(env0), grid_pts, sms)
-            ev.pids = pid
-            try:
-                out.append(counter.run(stmts, ev))
-            except _Unknown:
-                return None
-        return out
-    return None
+        return itertools.product(*(range(n) for n in extents))
+    return _work_at(kernel, sizes, sms, target, limit, every)
 
 
 #: grid axes of at most this many programs are walked in full by `loop_trips_by_axis`
@@ -572,6 +555,21 @@ def loop_trips_by_axis(kernel: ir.Kernel, sizes: dict, sms: int | None, target: 
     but not taken by the loop's range is not counted as one. None where a bound is
     unknown there, the grid holds more than `limit` programs per axis, or past `limit`
     iterations."""
+    def by_axis(extents):
+        if max(extents, default=0) > limit or not all(extents):
+            return None
+        return sorted({tuple(v if i == axis else 0 for i in range(len(extents)))
+                       for axis, n in enumerate(extents)
+                       for v in (range(n) if n <= AXIS_WALK else (0, 1, n // 2, n - 1))})
+    work = _work_at(kernel, sizes, sms, target, limit, by_axis)
+    return None if work is None else max((trips for trips, _ in work), default=0)
+
+
+def _work_at(kernel: ir.Kernel, sizes: dict, sms: int | None, target: ir.For, limit: int,
+             choose) -> list[tuple[int, int]] | None:
+    """(trips, entries) of loop `target` in the programs `choose(extents)` names (program
+    ids of the launch holding it; None: too many), or None where the launch's grid or a
+    bound the count needs is not known there."""
     env0 = _known(kernel, sizes)
     for grid, stmts in _launches(kernel):
         if not any(n is target for s in stmts for n in walk(s)):
@@ -580,20 +578,18 @@ def loop_trips_by_axis(kernel: ir.Kernel, sizes: dict, sms: int | None, target: 
         if dims is None or any(lo != hi or math.isinf(hi) for lo, hi in dims):
             return None
         extents = [int(hi) for _, hi in dims]
-        if max(extents, default=0) > limit or not all(extents):
+        pids = choose(extents)
+        if pids is None:
             return None
-        pids = {tuple(v if i == axis else 0 for i in range(len(extents)))
-                for axis, n in enumerate(extents)
-                for v in (range(n) if n <= AXIS_WALK else (0, 1, n // 2, n - 1))}
-        counter, most = _Work(target, limit), 0
-        for pid in sorted(pids):
+        counter, out = _Work(target, limit), []
+        for pid in pids:
             ev = _Eval(dict(env0), [(n, n) for n in extents], sms)
             ev.pids = pid
             try:
-                most = max(most, counter.run(stmts, ev)[0])
+                out.append(counter.run(stmts, ev))
             except _Unknown:
                 return None
-        return most
+        return out
     return None
 
 

@@ -100,10 +100,8 @@ class ConfigRecovery:
             self._by_summary = {}
             base = self.space.baseline()
             if hasattr(base, "summary"):
-                # every transformation's values and the baseline's own (a baseline field
-                # such as attention's `stages=None` is no value of its transformation)
-                fields = [(t.field, tuple(dict.fromkeys((*t.values, getattr(base, t.field)))))
-                          for t in self.space.transforms]
+                # every transformation's values and the baseline's own
+                fields = self.space.field_values()
                 for values in itertools.product(*(v for _, v in fields)):
                     c = dataclasses.replace(base, **{f: v for (f, _), v in zip(fields, values)})
                     self._by_summary.setdefault(c.summary(), c)

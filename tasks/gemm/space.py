@@ -112,7 +112,7 @@ def render(c: GemmConfig) -> str:
         consts["SPLIT_K"] = c.split_k
     reduce = c.split_k > 1 and c.combine == "reduce"
     if reduce:
-        consts.update(RM=reduce_tile(c)[0], RN=reduce_tile(c)[1])
+        consts["RM"], consts["RN"] = reduce_tile(c)
     head = kernel_header("gemm", SPACE.signature, consts, c.num_warps, f"GEMM: {c.summary()}.",
                          orders={"b": "col_major"} if c.kmajor_b else None,
                          workspaces=[WORKSPACE] if reduce else ())
