@@ -250,6 +250,8 @@ def train(args: Args) -> str:
         algo.stop()
         if tracker:
             tracker.finish()
+            import wandb
+            wandb.teardown()   # the service writes the run file out before training returns
         if started:
             import ray
             ray.shutdown()
