@@ -160,10 +160,12 @@ def cmd_run(args) -> int:
     given = {k: v for k, v in dict(budget=args.budget, seed=args.seed, shape=shape).items()
              if k in fields}
     agent_args = module.Args(**{**given, **_agent_args(module.Args, args.agent_arg or [])})
+    extra = {"estimator": args.estimator} if args.measure in ("model", "table") else {}
     env = gym.make(env_id, measure=args.measure, hardware=args.hardware,
-                   max_episode_steps=max(args.budget, 1))
+                   max_episode_steps=max(args.budget, 1), **extra)
     console.print(f"[bold]argus run[/] {env_id} with agent [bold]{args.agent}[/], budget "
-                  f"{args.budget} steps, measure={args.measure} ({args.hardware})")
+                  f"{args.budget} steps, measure={args.measure} ({args.hardware}"
+                  f"{', ' + args.estimator + ' estimates' if extra else ''})")
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
@@ -570,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "(repeatable)")
     run.add_argument("--measure", default="model", help="throughput backend: model, table, gpu")
     run.add_argument("--hardware", default="h200", help="hardware profile in configs/hardware")
+    run.add_argument("--estimator", default="corrected", choices=["corrected", "analytic"],
+                     help="model prices: the analytic model times the learned correction "
+                          "for the hardware (corrected) or the analytic model alone")
     run.add_argument("--out-dir", default="runs")
     run.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", named "
                      "ENV__AGENT__SEED__TIME")
@@ -591,6 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--budget", type=int, help="env steps per episode")
     bench.add_argument("--measure", choices=["table", "model", "gpu"])
     bench.add_argument("--hardware", help="hardware profile in configs/hardware")
+    bench.add_argument("--estimator", choices=["corrected", "analytic"],
+                       help="model prices: the analytic model times the learned correction "
+                            "(corrected) or the analytic model alone")
     bench.add_argument("--out-dir", default="results")
     bench.add_argument("--quiet", action="store_true", help="no progress display")
     bench.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", one run per "

@@ -24,14 +24,17 @@ def cmd_bench(args) -> int:
     from .runner import Runner
     cfg = load_config(args.config, name=args.name, agents=args.agents, envs=args.envs,
                       tracks=args.tracks, seeds=args.seeds, budget=args.budget,
-                      measure=args.measure, hardware=args.hardware)
+                      measure=args.measure, hardware=args.hardware,
+                      estimator=getattr(args, "estimator", None))
     console = _console()
     runner = Runner(cfg, args.out_dir, wandb=getattr(args, "wandb", False))
     todo, done = runner.pending()
     console.print(f"[bold]argus bench[/] {cfg.name}: {counted(len(todo) + done, 'episode')} "
                   f"({', '.join(cfg.agents)} x {', '.join(cfg.env_ids())} x "
                   f"{'/'.join(cfg.tracks)} x seeds {', '.join(map(str, cfg.seeds))}), budget "
-                  f"{cfg.budget}, measure={cfg.measure} ({cfg.hardware}); {done} already in "
+                  f"{cfg.budget}, measure={cfg.measure} ({cfg.hardware}"
+                  f"{', ' + cfg.estimator + ' estimates' if cfg.measure != 'gpu' else ''}); "
+                  f"{done} already in "
                   f"{runner.path}")
     summary = runner.run(console=None if args.quiet else console)
     console.print(f"{counted(summary.ran, 'episode')} run in {summary.seconds:.0f} s, "

@@ -58,6 +58,9 @@ class BenchConfig:
     measure: str = "table"
     """"table" and "model" are exactly reproducible; "gpu" times this machine's GPU"""
     hardware: str = "h200"
+    estimator: str = "corrected"
+    """model prices: "corrected" (the analytic model times the learned correction, where
+    one is used) or "analytic" (the boards made before the correction name it)"""
     mode: str = "discrete"
     reward: str = "default"
     agents: dict = field(default_factory=lambda: {"random": {}, "greedy": {}, "evolutionary": {}})
@@ -120,8 +123,11 @@ class BenchConfig:
 
     def fingerprint(self) -> dict:
         """What must match for two runs to share one results file."""
-        return {"budget": self.budget, "measure": self.measure, "hardware": self.hardware,
-                "mode": self.mode, "reward": self.reward}
+        out = {"budget": self.budget, "measure": self.measure, "hardware": self.hardware,
+               "mode": self.mode, "reward": self.reward}
+        if self.measure in ("model", "table"):   # a line names it (`line_setting`)
+            out["estimator"] = self.estimator
+        return out
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -170,6 +170,15 @@ def strip_timings(line: dict) -> dict:
     return {k: v for k, v in line.items() if k not in TIMING_FIELDS}
 
 
+def line_setting(line: dict, key: str):
+    """A setting of the run that made `line`: its field, and for `estimator` on a model- or
+    table-priced line that predates the field, the analytic model it was priced by."""
+    if key == "estimator" and "estimator" not in line:
+        from ..measure.correction import LEGACY_ESTIMATOR
+        return LEGACY_ESTIMATOR if line.get("measure") in ("model", "table") else None
+    return line.get(key)
+
+
 def line_key(line: dict) -> tuple:
     return (line["agent"], line["env_id"], line["shape"], int(line["seed"]))
 

@@ -53,6 +53,8 @@ class Runner:
         c = self.config
         kwargs = dict(mode=c.mode, measure=c.measure, hardware=c.hardware, reward=c.reward,
                       split=track, max_episode_steps=max(c.budget, 1))
+        if c.measure in ("model", "table"):
+            kwargs["estimator"] = c.estimator
         env = gym.make(env_id, **kwargs)
         share(env, self._evaluators)
         return env
@@ -85,7 +87,7 @@ class Runner:
             done[R.line_key(line)] = line
         want = self.config.fingerprint()
         for line in done.values():
-            got = {k: line.get(k) for k in want}
+            got = {k: R.line_setting(line, k) for k in want}
             if got != want:
                 raise ValueError(f"{self.path} holds episodes made with {got}, this suite "
                                  f"wants {want}: use another --name or another --out-dir")

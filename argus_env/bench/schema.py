@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from .leaderboard import counted
+from ..measure.correction import ESTIMATORS
 from .results import RECORD_FIELDS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")   # agent, hardware and reward names
@@ -32,8 +33,8 @@ LINE_EXTRAS = ("task_uri", "track", "budget", "reward", "suite", "agent_args", "
                "hardware_profile", "submitted_program_hash", "final_measured_by")
 PER_STEP = ("actions", "action_labels", "rewards", "step_invariants", "step_tflops")
 #: fields a line may leave out: `earlier_actions` is written only for agents that reset,
-#: and lines written before it existed lack it
-OPTIONAL = ("earlier_actions",)
+#: `estimator` only where the model priced (lines written before either existed lack it)
+OPTIONAL = ("earlier_actions", "estimator")
 
 
 @dataclass
@@ -141,6 +142,7 @@ TYPES: dict[str, tuple[str, Callable]] = {
     "hardware_profile": ("a JSON mapping", _map_of(_json)),
     "submitted_program_hash": ("a string or null", _opt_str),
     "final_measured_by": (f"one of {MEASURES} or null", lambda v: v is None or v in MEASURES),
+    "estimator": (f"one of {ESTIMATORS}", lambda v: v in ESTIMATORS),
 }
 assert set(TYPES) == RECORD_FIELDS | set(LINE_EXTRAS), "every field of a line has a type"
 

@@ -181,8 +181,9 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> li
         out.append(bad(f"agent {line['agent']!r} is not the submission's name "
                        f"{meta['name']!r}", "agent"))
     for key, want in suite.fingerprint().items():
-        if line[key] != want:
-            out.append(bad(f"{key} {line[key]!r} differs from suite {suite.name!r}: {want!r}", key))
+        got = R.line_setting(line, key)
+        if got != want:
+            out.append(bad(f"{key} {got!r} differs from suite {suite.name!r}: {want!r}", key))
     if line["suite"] != suite.name:
         out.append(bad(f"suite {line['suite']!r} is not {suite.name!r}", "suite"))
     if recorded_actions(line) > suite.budget:

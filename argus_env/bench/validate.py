@@ -103,6 +103,9 @@ class Validator:
         longest = max(map(len, [rec.actions, *rec.earlier_actions]))
         kwargs = dict(mode=rec.mode, measure=rec.measure, hardware=rec.hardware, split=split,
                       reward=reward, max_episode_steps=max(longest, 1))
+        if rec.measure in ("model", "table"):   # priced as the line was
+            from ..measure.correction import LEGACY_ESTIMATOR
+            kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR
         env = gym.make(known, **kwargs)
         if self.share:
             share(env, self._evaluators)
@@ -242,7 +245,9 @@ def drift(line: dict) -> list[Divergence]:
     if "hashes" not in line or check_line(line):
         return []
     env_id = next(k for k in registered_env_ids() if k == line["env_id"])
-    env = gym.make(env_id, measure=line["measure"], hardware=line["hardware"])
+    extra = {"estimator": R.line_setting(line, "estimator")} \
+        if line["measure"] in ("model", "table") else {}
+    env = gym.make(env_id, measure=line["measure"], hardware=line["hardware"], **extra)
     now = R.content_hashes(env, line.get("reward", "default"))
     env.close()
     return [Divergence(None, f"hashes.{k}", v, now.get(k)) for k, v in line["hashes"].items()

@@ -19,6 +19,7 @@ from ..check.pack import pack_of
 from ..check.report import GENERIC_DIM, CheckTimeout, ReportLayout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
+from ..measure.correction import DEFAULT_ESTIMATOR, check_estimator
 from ..measure.optimum import best_known, regret
 from ..registry import DEFAULT_TASK
 from ..space import Action, TransformError
@@ -92,7 +93,11 @@ class KernelEnv(gym.Env):
     `task` ("gemm"), `mode` ("discrete" | "text"), `measure` ("model": the analytic
     cost model; "table": measurements recorded on an H200, falling back to the model for
     programs it lacks; "gpu": live timing on this machine's GPU in a worker process, which
-    makes the environment nondeterministic), `hardware` (profile in `configs/hardware/`),
+    makes the environment nondeterministic), `estimator` ("corrected": model prices are the
+    analytic model's times the task's learned correction for the hardware, where one is
+    fitted and its held-out evaluation kept it, `tasks/<task>/correction_<gpu>.json`;
+    "analytic": the model alone, as the boards made before the correction were priced),
+    `hardware` (profile in `configs/hardware/`),
     `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
     `correctness` ("interpreter" | "none": no numerical check, so a program that passes the
     checker is trusted, a kernel writing zeros included; for checker-only experiments),
@@ -131,11 +136,12 @@ class KernelEnv(gym.Env):
                  correctness: str = "interpreter", render_mode: str | None = None,
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
-                 step_timeout: float | None = 25.0):
+                 step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
-                                 check_shapes=check_shapes, step_timeout=step_timeout)
+                                 check_shapes=check_shapes, step_timeout=step_timeout,
+                                 estimator=estimator)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -143,7 +149,7 @@ class KernelEnv(gym.Env):
                                            evaluator=evaluator,
                                            correctness_timeout=correctness_timeout,
                                            check_shapes=check_shapes,
-                                           step_timeout=step_timeout),
+                                           step_timeout=step_timeout, estimator=estimator),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -170,7 +176,11 @@ class KernelEnv(gym.Env):
         if measure == "gpu" and evaluator is None:
             _require_cuda()
         self.target = load_target(hardware)   # the hardware facts, for every part below
-        backend = make_backend(measure, self.target)
+        check_estimator(estimator)
+        backend = make_backend(measure, self.target,
+                               **({"estimator": estimator} if measure in ("model", "table")
+                                  else {}))
+        self.estimator = estimator
         if measure == "gpu" and correctness == "interpreter":
             correctness = "none"  # the GPU worker checks numerics itself, at the real shape
         self._owns_evaluator = evaluator is None

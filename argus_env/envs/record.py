@@ -96,12 +96,21 @@ class EpisodeRecord:
     versions: dict = field(default_factory=versions)
     created: str = field(default_factory=lambda: datetime.datetime.now(
         datetime.timezone.utc).isoformat(timespec="seconds"))
+    # how model prices were made ("analytic" or "corrected", `KernelEnv(estimator=)`);
+    # "" for a GPU-timed episode, and in records written before the correction existed
+    # (those were priced by the analytic model): left out of the JSON when empty
+    estimator: str = ""
 
     def to_json(self) -> str:
         d = asdict(self)
         d["return"] = d.pop("return_")
         if not d["earlier_actions"]:
             del d["earlier_actions"]
+        if not d["estimator"]:
+            del d["estimator"]
+        # one order for the invariants met (the checker may report them in another order
+        # from one process to the next), so that two runs write the same bytes
+        d["violations_met"] = dict(sorted(d["violations_met"].items()))
         return json.dumps(d)
 
     @classmethod
@@ -147,6 +156,8 @@ class Recorder:
                                  type(core.evaluator.backend).__name__.replace("Backend", "").lower(),
                                  getattr(core.profile, "name", ""))
         self.rec.split = getattr(core, "split", "")
+        if self.rec.measure in ("model", "table"):
+            self.rec.estimator = getattr(core, "estimator", "")
         self._violated = False
 
     def start(self, info: dict) -> None:

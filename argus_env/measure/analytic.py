@@ -20,6 +20,8 @@ from ..ir.live import live_key, live_program
 from ..ir.rewrite import walk
 from ..target import Target, as_target
 from .features import KernelFeatures, extract
+from .correction import (DEFAULT_ESTIMATOR, TreeCorrection, check_estimator, correction_for,
+                         structure)
 from .recorded import ConfigRecovery, expected_error
 from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
@@ -30,9 +32,12 @@ class ModelBackend(Backend):
 
     name = "model"
 
-    def __init__(self, hardware: Target | str = "h200"):
+    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR):
         self.target = as_target(hardware)
         self.profile = self.target.profile
+        # "corrected": the analytic time times the task's learned correction for this GPU,
+        # where one is fitted and used (`measure/correction.py`); "analytic": the model alone
+        self.estimator = check_estimator(estimator)
 
     def roofline(self, f: KernelFeatures) -> float:
         """TFLOP/s allowed by the compute ceiling and compulsory traffic."""
@@ -59,9 +64,15 @@ class ModelBackend(Backend):
     def measure(self, program: Program, sizes: dict, task, features: KernelFeatures | None = None
                 ) -> Measurement:
         f = features or extract(program, sizes, task, target=self.target)
+        correction = self.correction(task)
         if getattr(task, "cost_model", None) is not None:  # a task with a model of its own
             own = task.cost_model(program, sizes, self.target)
             ok = own.get("bound") != "illegal" and math.isfinite(own["ms"]) and own["ms"] > 0
+            corrected = self._corrected(own["ms"], own.get("features"), sizes, task, f,
+                                        correction) if ok else None
+            if corrected is not None:
+                own = {**own, "ms": corrected["ms"], "tflops": task.flops(sizes) /
+                       corrected["ms"] / 1e9}
             if ok and not _has_dot(program, sizes, task, self.target):
                 own = self._cuda_cores(own, task, sizes)
             error = "" if ok else ("; ".join(own.get("reasons") or ()) or
@@ -70,25 +81,78 @@ class ModelBackend(Backend):
                                self.roofline(f), error, details={"bound": own.get("bound"),
                                                           "profile": self.profile.name,
                                                           "config": str(own.get("features")),
-                                                          **self.estimate_note(task)})
+                                                          **self.estimate_note(task, corrected)})
         est = estimate(f, self.target)
-        m = Measurement("model", est.legal, est.ms, est.tflops, self.anchor(task, sizes, f),
+        ms, tflops = est.ms, est.tflops
+        corrected = self._corrected(ms, f, sizes, task, f, correction) if est.legal else None
+        if corrected is not None:
+            ms = corrected["ms"]
+            tflops = f.flops / ms / 1e9
+        m = Measurement("model", est.legal, ms, tflops, self.anchor(task, sizes, f),
                         self.roofline(f), "; ".join(est.reasons),
                         {"bound": est.bound, "breakdown": est.breakdown,
                          "profile": self.profile.name, "config": f.key(),
-                         **self.estimate_note(task)})
+                         **self.estimate_note(task, corrected)})
         return m
 
-    def estimate_note(self, task) -> dict:
+    def correction_inputs(self, program: Program, sizes: dict, task,
+                          features: KernelFeatures | None = None) -> dict | None:
+        """What the learned correction reads for `program` (`correction.structure`: the
+        executed structure the analytic model priced, the sizes, the analytic log time),
+        or None where the analytic model refuses the program. The fit
+        (`measure/learned.py`) and the pricing above read the same inputs."""
+        f = features or extract(program, sizes, task, target=self.target)
+        if getattr(task, "cost_model", None) is not None:
+            own = task.cost_model(program, sizes, self.target)
+            if own.get("bound") == "illegal" or not (math.isfinite(own["ms"]) and own["ms"] > 0):
+                return None
+            return structure(own.get("features"), _int_sizes(sizes), own["ms"])
+        est = estimate(f, self.target)
+        if not est.legal or not (math.isfinite(est.ms) and est.ms > 0):
+            return None
+        return structure(f, _int_sizes(sizes), est.ms)
+
+    def correction(self, task) -> TreeCorrection | None:
+        """The learned correction this backend prices `task` with, or None."""
+        if self.estimator != "corrected":
+            return None
+        return correction_for(task, self.profile.name.lower())
+
+    def _corrected(self, model_ms: float, structure_of, sizes: dict, task,
+                   f: KernelFeatures, correction: TreeCorrection | None) -> dict | None:
+        """The corrected time for an analytic `model_ms` (no faster than the roofline), or
+        None without a correction."""
+        if correction is None or not (math.isfinite(model_ms) and model_ms > 0):
+            return None
+        factor = correction.factor(structure(structure_of, _int_sizes(sizes), model_ms))
+        roof = self.roofline(f)
+        floor_ms = f.flops / roof / 1e9 if roof > 0 and f.flops > 0 else 0.0
+        return {"ms": max(model_ms * factor, floor_ms), "analytic_ms": model_ms,
+                "factor": factor, "source": correction.source,
+                "expected_error": correction.expected_error}
+
+    def estimate_note(self, task, corrected: dict | None = None) -> dict:
         """What every model-priced figure carries: that it is an estimate, and the model's
         error as measured against the GPU tables of this hardware (median and 90th
         percentile |log(model / measured)|, within-shape Spearman; `None` with a reason
-        where no GPU of this kind was recorded for the task)."""
+        where no GPU of this kind was recorded for the task). A corrected figure
+        (`corrected`: `_corrected`'s answer) carries the correction's held-out error, its
+        factor and the analytic time it corrected."""
+        if corrected is not None:
+            return {"estimate": True, "estimator": "corrected",
+                    "expected_error": corrected["expected_error"],
+                    "correction": {k: corrected[k] for k in ("factor", "analytic_ms",
+                                                             "source")}}
         err = expected_error(task, self.profile.name.lower())
-        return {"estimate": True, "expected_error": err if err is not None else {
+        return {"estimate": True, "estimator": "analytic",
+                "expected_error": err if err is not None else {
             "median_abs_log_error": None, "p90_abs_log_error": None,
             "note": f"the model's error is not recorded for {task.name} on "
                     f"{self.profile.name}: no GPU table of this kind was fitted"}}
+
+
+def _int_sizes(sizes: dict) -> dict:
+    return {k: v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _live_sizes(program: Program, sizes: dict, task) -> dict:
@@ -125,8 +189,9 @@ class TableBackend(Backend):
 
     name = "table"
 
-    def __init__(self, hardware: Target | str = "h200"):
-        self.model = ModelBackend(hardware)
+    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR):
+        self.model = ModelBackend(hardware, estimator)
+        self.estimator = self.model.estimator
         self.target, self.profile = self.model.target, self.model.profile
         self.hardware = self.target.name
         self._tables: dict[str, dict] = {}

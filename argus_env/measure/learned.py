@@ -7,8 +7,10 @@ This module sets the two side by side:
 * `samples(task)`: every recorded row that ran, with the program it timed (recovered from
   the row's configuration text and confirmed by its program hash when it still matches),
   the analytic model's time for it and the measured time.
-* `Correction`: a gradient-boosted regressor (scikit-learn) on the configuration's fields,
-  the problem sizes and the model's own estimate, predicting log(measured / model).
+* `Correction`: a gradient-boosted regressor (scikit-learn) on what the program executes
+  (the structure the analytic model read), the problem sizes and the model's own estimate
+  (`correction.structure`), predicting log(measured / model). `fit_export` fits it on
+  every row and exports it for pricing (`measure/correction.py`).
 * `evaluate(task)`: the analytic model alone and with the correction, on programs and on
   shapes the fit never saw (grouped K-fold), as within-shape Spearman and |log error|.
 * `expected_error(task, hardware)`: the figures `benchmarks/fit_cost_model.py` recorded in
@@ -37,6 +39,7 @@ class Sample:
     measured_ms: float
     model_ms: float
     model_ok: bool
+    structure: dict = dataclasses.field(default_factory=dict)  # the correction's inputs
 
 
 def samples(task, hardware: str = "h200", target=None, limit: int | None = None
@@ -45,7 +48,8 @@ def samples(task, hardware: str = "h200", target=None, limit: int | None = None
     given), each with the program it timed and the analytic model's time; and counts of
     what could not be used, by reason."""
     from .analytic import ModelBackend
-    backend = ModelBackend(target if target is not None else hardware)
+    # the analytic model alone: the correction learns what it gets wrong
+    backend = ModelBackend(target if target is not None else hardware, estimator="analytic")
     recover = ConfigRecovery(task)
     out, skipped = [], {"failed on the GPU": 0, "configuration not recovered": 0,
                         "model refuses it": 0}
@@ -64,55 +68,61 @@ def samples(task, hardware: str = "h200", target=None, limit: int | None = None
                 sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
                 program = task.bind(task.space.program(config), sizes)
                 m = backend.measure(program, sizes, task)
-                if not m.ok or not m.ms > 0:
+                inputs = backend.correction_inputs(program, sizes, task) if m.ok else None
+                ok = bool(m.ok) and m.ms > 0 and inputs is not None
+                if not ok:
                     skipped["model refuses it"] += 1
                 out.append(Sample(row["shape"], sizes, config, row["program_hash"],
                                   program.hash == row["program_hash"], float(row["ms"]),
-                                  float(m.ms) if m.ok else math.nan, bool(m.ok)))
+                                  float(m.ms) if ok else math.nan, ok, inputs or {}))
     return out, skipped
 
 
-def _value(v) -> float:
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        return float(v)
-    if v is None:
-        return 0.0
-    return float(sum(map(ord, str(v))) % 97 + 1)  # a stable code for a named choice
+def feature_names(batch: list[Sample]) -> list[str]:
+    """Every input any sample has, sorted (a sample lacking one reads 0)."""
+    return sorted(set().union(*(s.structure for s in batch))) if batch else []
 
 
-def features(s: Sample) -> list[float]:
-    """The learner's inputs: the configuration's fields, log2 of every size, the model's
-    log time."""
-    cfg = [_value(getattr(s.config, f.name)) for f in dataclasses.fields(s.config)]
-    dims = [math.log2(max(int(v), 1)) for _, v in sorted(s.sizes.items())]
-    return cfg + dims + [math.log(s.model_ms)]
+#: the learner's settings (chosen once on the H100 tables' held-out folds, then fixed)
+LEARNER = dict(n_estimators=300, learning_rate=0.05, max_depth=4, min_samples_leaf=5,
+               subsample=0.8, loss="huber")
 
 
 class Correction:
-    """log(measured / model) predicted from `features`; `ms(sample)` the corrected time."""
+    """log(measured / model) predicted from what the program executes (`Sample.structure`,
+    `correction.structure`); `ms(samples)` the corrected times. Fitted with scikit-learn's
+    gradient boosting, and evaluated for pricing exactly as `correction.TreeCorrection`
+    evaluates its export."""
 
     def __init__(self, seed: int = 0):
         try:
-            from sklearn.ensemble import HistGradientBoostingRegressor
+            from sklearn.ensemble import GradientBoostingRegressor
         except ImportError as e:  # pragma: no cover - depends on the installation
             raise ImportError("fitting the cost-model correction needs scikit-learn: "
                               "pip install 'argus-env[learn]'") from e
-        self.model = HistGradientBoostingRegressor(max_iter=200, learning_rate=0.08,
-                                                   max_leaf_nodes=15, min_samples_leaf=5,
-                                                   l2_regularization=1.0, random_state=seed)
+        self.model = GradientBoostingRegressor(random_state=seed, **LEARNER)
+        self.names: list[str] = []
+        self.range = (-math.inf, math.inf)
 
     def fit(self, train: list[Sample]) -> "Correction":
-        self.model.fit([features(s) for s in train],
-                       [math.log(s.measured_ms / s.model_ms) for s in train])
+        from .correction import TreeCorrection, export
+        self.names = feature_names(train)
+        y = [math.log(s.measured_ms / s.model_ms) for s in train]
+        self.model.fit([self._row(s.structure) for s in train], y)
+        self.range = (min(y), max(y))
+        self.trees = TreeCorrection(self.export())
         return self
 
+    def _row(self, structure: dict) -> list[float]:
+        return [structure.get(n, 0.0) for n in self.names]
+
+    def export(self, **fields) -> dict:
+        from .correction import export
+        return export(self.model, self.names, log_ratio_range=list(self.range), **fields)
+
     def ms(self, batch: list[Sample]) -> list[float]:
-        if not batch:
-            return []
-        pred = self.model.predict([features(s) for s in batch])
-        return [s.model_ms * math.exp(float(p)) for s, p in zip(batch, pred)]
+        """Corrected times, as pricing computes them (the exported trees, the fit's range)."""
+        return [s.model_ms * self.trees.factor(s.structure) for s in batch]
 
 
 def _spearman(x: list[float], y: list[float]) -> float:
@@ -188,6 +198,55 @@ def evaluate(task, hardware: str = "h200") -> dict:
     return result
 
 
-__all__ = ["ConfigRecovery", "Correction", "LEGACY_FIELDS", "Sample", "cross_validated",
-           "error_file", "evaluate", "expected_error", "features", "parse_config_text",
-           "samples", "scores", "table_paths"]
+def decide(analytic: dict, corrected: dict, tolerance: float = 0.05) -> tuple[bool, str]:
+    """Whether pricing uses a correction, from one held-out evaluation of both estimators
+    (`scores`): its median |log error| must be lower and its within-shape Spearman no more
+    than `tolerance` lower (or unranked on both)."""
+    ea, ec = analytic.get("median_abs_log_error"), corrected.get("median_abs_log_error")
+    ra, rc = analytic.get("spearman_within_shape"), corrected.get("spearman_within_shape")
+    if ea is None or ec is None:
+        return False, "no held-out programs to evaluate it on"
+    if not ec < ea:
+        return False, f"median |log error| {ec:.3f} is not below the analytic model's {ea:.3f}"
+    if ra is not None and (rc is None or rc < ra - tolerance):
+        return False, (f"within-shape Spearman {rc} falls more than {tolerance} below the "
+                       f"analytic model's {ra:.3f}")
+    return True, (f"median |log error| {ea:.3f} -> {ec:.3f}, within-shape Spearman "
+                  f"{'-' if ra is None else f'{ra:.3f}'} -> {'-' if rc is None else f'{rc:.3f}'}")
+
+
+def fit_export(task, hardware: str = "h200", heldout: list[Sample] | None = None,
+               **fields) -> dict:
+    """The correction fitted on every usable row of the task's tables, exported for pricing
+    (`correction.TreeCorrection`) with the evaluation that decides whether pricing uses it:
+    on `heldout` (programs timed on the GPU that the tables never held, e.g. random legal
+    walks) where given, else on shapes the fit never saw (grouped cross-validation).
+    The evaluation's corrected figures are the expected error a corrected price carries."""
+    rows, _ = samples(task, hardware)
+    usable = [s for s in rows if s.model_ok]
+    if len(usable) < 10:
+        raise ValueError(f"{task.name} on {hardware}: {len(usable)} usable table rows, too few "
+                         f"to fit a correction")
+    fitted = Correction(0).fit(usable)
+    if heldout:
+        test = [s for s in heldout if s.model_ok]
+        basis = "held-out walks"
+        analytic, corrected = (scores(test, [s.model_ms for s in test]),
+                               scores(test, fitted.ms(test)))
+    else:
+        basis = "held-out shapes"
+        analytic = scores(usable, [s.model_ms for s in usable])
+        corrected = scores(usable, cross_validated(usable, lambda s: s.shape))
+    use, why = decide(analytic, corrected)
+    expected = {**{k: corrected.get(k) for k in ("median_abs_log_error", "p90_abs_log_error",
+                                                 "spearman_within_shape", "programs")},
+                "basis": basis}
+    return fitted.export(task=task.name, hardware=hardware, rows=len(usable), use=use,
+                         decision=why, expected_error=expected,
+                         evaluation={"basis": basis, "analytic": analytic,
+                                     "corrected": corrected}, **fields)
+
+
+__all__ = ["ConfigRecovery", "Correction", "LEARNER", "LEGACY_FIELDS", "Sample",
+           "cross_validated", "decide", "error_file", "evaluate", "expected_error", "feature_names",
+           "fit_export", "parse_config_text", "samples", "scores", "table_paths"]

@@ -31,7 +31,7 @@ def replayed(line: dict) -> dict:
 
 
 #: fields a re-run writes that lines committed before them lack
-ADDED = ("earlier_actions",)
+ADDED = ("earlier_actions", "estimator")
 
 
 def same(a: dict, b: dict) -> list[str]:
@@ -44,6 +44,8 @@ def same(a: dict, b: dict) -> list[str]:
     if "earlier_actions" not in a and \
             a["env_steps"] != len(a["actions"]) + sum(map(len, b.get("earlier_actions", []))):
         out.append("earlier_actions")
+    if "estimator" not in a and R.line_setting(a, "estimator") != b.get("estimator"):
+        out.append("estimator")   # a line made before the field: priced by the analytic model
     return out
 
 

@@ -92,9 +92,20 @@ def test_every_model_priced_figure_says_it_is_an_estimate_with_its_error(name):
     task = get_task(name)
     program = task.program("baseline")
     sizes = dict(task.shapes[0].sizes)
-    m = ModelBackend("h200").measure(program, sizes, task)
-    assert m.details["estimate"] is True
+    m = ModelBackend("h200", estimator="analytic").measure(program, sizes, task)
+    assert m.details["estimate"] is True and m.details["estimator"] == "analytic"
     assert m.details["expected_error"] == learned.expected_error(task, "h200")
+    # priced with the learned correction: its own held-out error, its factor, the analytic
+    # time it corrected
+    from argus_env.measure.correction import correction_for
+    c = ModelBackend("h200").measure(program, sizes, task)
+    used = correction_for(task, "h200")
+    assert c.details["estimate"] is True
+    if used is not None:
+        assert c.details["estimator"] == "corrected"
+        assert c.details["expected_error"] == used.expected_error
+        assert c.details["correction"]["analytic_ms"] == pytest.approx(m.ms)
+        assert c.ms >= m.ms * c.details["correction"]["factor"] * (1 - 1e-9)
     other = ModelBackend("a100").measure(program, sizes, task)
     assert other.details["estimate"] is True
     assert other.details["expected_error"]["median_abs_log_error"] is None
