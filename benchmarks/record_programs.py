@@ -1179,7 +1179,11 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
     from argus_env.measure.legality import LegalityUnavailable, make_legality
     from argus_env.target import load_target
     from argus_env.task import get_task
-    backend, target = TableBackend(HARDWARE), load_target(HARDWARE)
+    # the analytic model's figures are the ones `--record-error` keeps (the correction's
+    # own held-out figures live in its file, `fit_cost_model.py --export --walks`); the
+    # corrected price is set beside each row
+    backend, target = TableBackend(HARDWARE, estimator="analytic"), load_target(HARDWARE)
+    corrected_backend = TableBackend(HARDWARE, estimator="corrected")
     legal: dict = {}
     rows = []
     for it in plan["items"]:
@@ -1188,6 +1192,7 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
         task = get_task(it.task)
         program = Program.from_text(it.program)
         m = backend.measure(program, it.sizes, task)
+        mc = corrected_backend.measure(program, it.sizes, task)
         rec = done.get(it.key)
         live = rec if rec is not None and is_verdict(rec) and not rec["transient"] else None
         if m.backend != "table" and live is None:
@@ -1204,7 +1209,8 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
             verdict = "ok" if v.ok else "refused"
         rows.append({"task": it.task, "shape": it.shape, "program_hash": it.program_hash,
                      "held_at_plan": it.held, "backend": m.backend, "priced_ok": bool(m.ok),
-                     "estimate_tflops": m.tflops if m.ok else None, "legality": verdict,
+                     "estimate_tflops": m.tflops if m.ok else None,
+                     "corrected_tflops": mc.tflops if mc.ok else None, "legality": verdict,
                      "live_status": live["status"] if live else None,
                      "live_tflops": live["tflops"] if live and live["ok"] else None,
                      "live_frac_anchor": live["frac_anchor"] if live else None})
@@ -1224,6 +1230,13 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
                 for s, rs in by_shape.items() if len(rs) >= 3}
         rhos = {s: rho for s, rho in rhos.items() if not math.isnan(rho)}
         logs = sorted(abs(math.log(r["estimate_tflops"] / r["live_tflops"])) for r in model)
+        clogs = sorted(abs(math.log(r["corrected_tflops"] / r["live_tflops"])) for r in model
+                       if r["corrected_tflops"])
+        crhos = {s: _spearman([r["corrected_tflops"] or 0.0 for r in rs],
+                              [r["live_tflops"] for r in rs])
+                 for s, rs in by_shape.items() if len(rs) >= 3}
+        crhos = {s: rho for s, rho in crhos.items() if not math.isnan(rho)}
+        cweight = sum(len(by_shape[s]) for s in crhos)
         weight = sum(len(by_shape[s]) for s in rhos)
         tasks[task] = {
             "programs": len(mine),
@@ -1238,7 +1251,13 @@ def evaluate_heldout(plan: dict, done: dict, log=print) -> dict:
                                       / weight if weight else None),
             "spearman_by_shape": rhos,
             "median_abs_log_error": statistics.median(logs) if logs else None,
-            "p90_abs_log_error": logs[int(0.9 * (len(logs) - 1))] if logs else None}
+            "p90_abs_log_error": logs[int(0.9 * (len(logs) - 1))] if logs else None,
+            # the same programs priced with the learned correction (`estimator="corrected"`)
+            "corrected": {
+                "spearman_within_shape": (sum(rho * len(by_shape[s]) for s, rho in crhos.items())
+                                          / cweight if cweight else None),
+                "median_abs_log_error": statistics.median(clogs) if clogs else None,
+                "p90_abs_log_error": clogs[int(0.9 * (len(clogs) - 1))] if clogs else None}}
     return {"kind": "heldout-walks", "hardware": HARDWARE, "created": _now(),
             "plan_commit": plan["header"].get("commit"), "commit": git_commit(),
             "seed": plan["header"].get("seed", 0) + 1000,
@@ -1249,15 +1268,21 @@ def print_evaluation(ev: dict, out=print) -> None:
     out("held-out walks at the leaderboard's shapes, priced as the env prices them now, "
         f"against the {str(ev.get('hardware', HARDWARE)).upper()}")
     out(f"  {'task':<11}{'programs':>9}{'refused':>8}{'tables':>13}{'priced+failed':>14}"
-        f"{'model n':>8}{'spearman':>9}{'med|log|':>9}")
+        f"{'model n':>8}{'spearman':>9}{'med|log|':>9}{'corrected':>20}")
+
+    def fmt(v, spec):
+        return "-" if v is None else format(v, spec)
     for task, t in ev["tasks"].items():
         share = f"{t['priced_from_tables']} ({t['share_from_tables']:.0%})" \
             if t["share_from_tables"] is not None else "-"
-        rho = f"{t['spearman_within_shape']:.2f}" if t["spearman_within_shape"] is not None else "-"
-        err = f"{t['median_abs_log_error']:.3f}" if t["median_abs_log_error"] is not None else "-"
+        c = t.get("corrected") or {}
         out(f"  {task:<11}{t['programs']:>9}{t['refused_before_pricing']:>8}{share:>13}"
-            f"{t['priced_then_failed_on_gpu']:>14}{t['model_priced_with_live']:>8}{rho:>9}"
-            f"{err:>9}")
+            f"{t['priced_then_failed_on_gpu']:>14}{t['model_priced_with_live']:>8}"
+            f"{fmt(t['spearman_within_shape'], '.2f'):>9}{fmt(t['median_abs_log_error'], '.3f'):>9}"
+            f"{fmt(c.get('spearman_within_shape'), '.2f'):>11}"
+            f"{fmt(c.get('median_abs_log_error'), '.3f'):>9}")
+    out("  spearman / med|log|: the analytic model; corrected: the same programs priced with "
+        "the learned correction")
 
 
 def cmd_evaluate(args) -> int:
