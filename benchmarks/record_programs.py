@@ -140,7 +140,13 @@ PRIORITY = {"board": 0, "episode": 1, "records": 1, "configs": 2, "walk-board": 
             "heldout": 3, "walk": 4}
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
-CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None)}
+CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
+               "model-top": ("gemm", "model-top")}
+#: `model-top`: at each of these GEMM shapes (the suite's furthest below cuBLAS), the
+#: configurations the corrected cost model of `TOP_HARDWARE` ranks fastest among
+#: `TOP_POOL` mask-legal ones drawn at random, `TOP_N` of those the tables lack
+TOP_SHAPES = ("small-m-512", "ragged-1000", "ragged-3000", "decode-64")
+TOP_HARDWARE, TOP_POOL, TOP_N = "h100", 1500, 20
 #: configurations the `sample` set draws (seeded by `plan --seed`)
 SAMPLE_SIZE = 48
 #: seconds one program took on the H200 when the tables were recorded, per task (from the
@@ -490,6 +496,64 @@ def sampled_configurations(task, target, n: int, seed: int) -> list:
     return out
 
 
+def model_top_items(task, board_shapes: set, seed: int, log=None) -> list:
+    """The `model-top` set: at each of `TOP_SHAPES`, `TOP_POOL` configurations drawn from
+    the space (each field from its transformation's values) that the mask allows on
+    `TOP_HARDWARE`, priced by its corrected cost model; the `TOP_N` fastest that its
+    tables lack and the checker proves, as items."""
+    import dataclasses
+    import random
+
+    from argus_env.check import check_program
+    from argus_env.envs import ENV_IDS
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.target import load_target
+    target = load_target(TOP_HARDWARE)
+    table = TableBackend(TOP_HARDWARE)
+    env_id = {t: e for e, t in dict(ENV_IDS).items()}[task.name]
+    space, base, fields = task.space, task.space.baseline(), task.space.field_values()
+    out = []
+    for case in task.shapes:
+        if case.name not in TOP_SHAPES:
+            continue
+        rng, seen, ranked = random.Random(f"{seed}:{case.name}"), set(), []
+        for _ in range(20 * TOP_POOL):
+            if len(seen) >= TOP_POOL:
+                break
+            config = dataclasses.replace(base, **{f: rng.choice(v) for f, v in fields})
+            if getattr(config, "split_k", 1) == 1 and getattr(config, "combine", None):
+                config = dataclasses.replace(config, combine=None)
+            if getattr(config, "split_k", 1) > 1 and getattr(config, "combine", "") is None:
+                continue
+            if config in seen or space.config_reason(
+                    config, {"sizes": case.sizes, "target": target}) is not None:
+                continue
+            seen.add(config)
+            program = task.bind(space.program(config), case.sizes)
+            m = table.measure(program, dict(case.sizes), task)
+            if m.ok and m.backend != "table":
+                ranked.append((m.ms, program, config))
+        ranked.sort(key=lambda r: r[0])
+        kept = 0
+        for ms, program, config in ranked:
+            if kept >= TOP_N:
+                break
+            if not check_program(program, case.sizes, task, num_sms=target.sms,
+                                 target=target).ok:
+                continue
+            cfg, summary = config_columns(task, config, program, case.sizes, target)
+            out.append(Item(task.name, env_id, case.name, dict(case.sizes), program.hash,
+                            program.text, cfg, summary, ["configs"],
+                            population=(env_id, case.name) in board_shapes))
+            kept += 1
+        if log:
+            log(f"configs model-top: {case.name}: {len(seen)} drawn, {len(ranked)} priced by "
+                f"the model, {kept} fastest kept (estimated {ranked[0][0] * 1e3:.1f} to "
+                f"{ranked[min(kept, len(ranked)) - 1][0] * 1e3:.1f} us)" if ranked else
+                f"configs model-top: {case.name}: nothing priced")
+    return out
+
+
 def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
                  seed: int = 0) -> Items:
     """The configurations of the named sets (`CONFIG_SETS`) at every suite shape of their
@@ -506,6 +570,10 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
     for name in names:
         task_name, attr = CONFIG_SETS[name]
         task = get_task(task_name)
+        if attr == "model-top":
+            for it in model_top_items(task, board_shapes, seed, log):
+                items.add(it)
+            continue
         if attr is None:
             configs = sampled_configurations(task, target, SAMPLE_SIZE, seed)
         else:

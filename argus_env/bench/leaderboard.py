@@ -111,6 +111,7 @@ class Board:
     several_budgets: bool = False   # the results hold other budgets for this env and track
     ranked_by: str = "recorded"     # "live": verified agents ranked by their live score
     live_sources: list = field(default_factory=list)   # the live-figure files joined
+    estimator: str | None = None    # how the model priced ("analytic", "corrected"; None: gpu)
 
     @property
     def title(self) -> str:
@@ -172,11 +173,13 @@ def build(lines: list[dict], live=None) -> list[Board]:
 
 
 def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -> Board:
-    settings = {(ln["measure"], ln["hardware"]) for ln in lines}
+    from .results import line_setting
+    settings = {(ln["measure"], ln["hardware"], line_setting(ln, "estimator")) for ln in lines}
     if len(settings) > 1:
-        raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware) "
-                         f"{sorted(settings)}; make one leaderboard per setting")
-    measure, hardware = settings.pop()
+        raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware, "
+                         f"estimator) {sorted(settings, key=str)}; make one leaderboard per "
+                         f"setting")
+    measure, hardware, estimator = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
     by_agent: dict = {}
@@ -191,7 +194,7 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     ranked_by = "live" if any(e.is_verified for e in entries) else "recorded"
     return Board(env_id, track, shapes, budget, measure, hardware,
                  sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources,
-                 ranked_by=ranked_by,
+                 ranked_by=ranked_by, estimator=estimator,
                  # only files of the board's hardware can verify its lines: another GPU's
                  # figures never join them, so they are not named as the board's sources
                  live_sources=[s for s in live.sources if s.get("hardware") == hardware]

@@ -99,7 +99,11 @@ def _title(b: Board) -> str:
 
 
 def _setting(b: Board) -> str:
-    return (f"measure={b.measure} on {b.hardware}, budget {counted(b.budget, 'env step')}, "
+    estimates = f" ({b.estimator} model estimates where the table lacks a program)" \
+        if b.estimator and b.measure == "table" else \
+        (f" ({b.estimator} model estimates)" if b.estimator else "")
+    return (f"measure={b.measure} on {b.hardware}{estimates}, "
+            f"budget {counted(b.budget, 'env step')}, "
             f"seeds {', '.join(map(str, b.seeds))}, shapes {', '.join(b.shapes)}")
 
 

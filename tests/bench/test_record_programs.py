@@ -434,3 +434,23 @@ def test_the_sample_set_draws_distinct_legal_combined_configurations():
         assert (c.split_k > 1) == (c.combine is not None), c
         assert any(gemm.space.config_reason(c, {"sizes": s.sizes, "target": h200}) is None
                    for s in gemm.shapes), c
+
+
+def test_the_model_top_set_plans_the_fastest_estimates_the_tables_lack(monkeypatch):
+    """`plan --configs model-top`: at each named GEMM shape, the corrected model's fastest
+    configurations among a random draw, none the tables already price, each proven."""
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.task import get_task
+    monkeypatch.setattr(RP, "TOP_SHAPES", ("ragged-1000",))
+    monkeypatch.setattr(RP, "TOP_POOL", 40)
+    monkeypatch.setattr(RP, "TOP_N", 4)
+    task = get_task("gemm")
+    items = RP.model_top_items(task, set(), seed=3)
+    assert 1 <= len(items) <= 4 and {it.shape for it in items} == {"ragged-1000"}
+    table = TableBackend(RP.TOP_HARDWARE)
+    from argus_env.dsl.program import Program
+    priced = [table.measure(Program.from_text(it.program), it.sizes, task) for it in items]
+    assert all(m.ok and m.backend != "table" for m in priced)
+    ms = [m.ms for m in priced]
+    assert ms == sorted(ms), "kept fastest first"
+    assert len({it.program_hash for it in items}) == len(items)
