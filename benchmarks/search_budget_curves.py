@@ -60,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--shapes", nargs="+", default=None,
                    help="held-out shapes (default: GEMM's whole test split)")
     p.add_argument("--correctness", default="none", choices=["none", "interpreter"])
+    p.add_argument("--estimator", default="corrected", choices=["corrected", "analytic"],
+                   help="model prices for the programs the table lacks (the env's estimator)")
     p.add_argument("--tag", default="gemm_table")
     p.add_argument("--note", action="append", default=[],
                    help="a line for the results' notes (what was reduced, and why)")
@@ -161,7 +163,8 @@ def main(argv=None) -> int:
     episodes, known = [], {}
     for shape in shapes:
         env = sources(gym.Wrapper)(gym.make(ENV_ID, measure="table", correctness=args.correctness,
-                                            split="test", max_episode_steps=max(args.budgets)))
+                                            split="test", max_episode_steps=max(args.budgets),
+                                            estimator=args.estimator))
         _, info = env.reset(options={"shape": shape})
         known[shape] = info["best_known_frac_anchor"]
         for agent in args.agents:
@@ -177,6 +180,7 @@ def main(argv=None) -> int:
         "what": "best fraction of cuBLAS found so far vs env steps, GEMM held-out shapes, "
                 "table mode (H200 table, cost model for programs it lacks)",
         "config": {"env_id": ENV_ID, "measure": "table", "correctness": args.correctness,
+                   "estimator": args.estimator,
                    "shapes": shapes, "budgets": args.budgets, "seeds": args.seeds,
                    "agents": {a: {"agent": AGENTS[a][0], **AGENTS[a][1]} for a in args.agents}},
         "notes": args.note,
