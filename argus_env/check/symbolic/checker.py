@@ -29,6 +29,7 @@ from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
 from .loops import run_loop
+from .digits import digits_form
 from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
@@ -47,6 +48,9 @@ REALISE_TRIES = 4
 #: answers, and with which model, is the same on a loaded machine); about 10 ms of search.
 #: 0: no first try
 FAST_RLIMIT = 20_000
+#: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
+#: about 30 ms of search
+DIGITS_RLIMIT = 200_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -266,7 +270,7 @@ class Checker:
                 return r, back(model) if model is not None else None
             if r == z3.unknown:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
-                if self._radix_unsat(facts):
+                if self._radix_unsat(facts) or self._digits_unsat(facts):
                     return z3.unsat, None
             budget = self.query_timeout_ms()
         s = self.scope.solver()
@@ -327,6 +331,30 @@ class Checker:
         s.set("timeout", self.query_timeout_ms())
         s.add(rewritten)
         return s.check() == z3.unsat
+
+    def _digits_unsat(self, facts) -> bool:
+        """Proven for all sizes: whether the facts are shown unsatisfiable once each index
+        divided by multiples of a tile count is written in its digits (`digits`: a linear
+        formula with every model of the facts), by z3's SMT core with the fast try's work
+        limit. Only `unsat` is taken, as for `_radix_unsat`."""
+        if not self.for_all:
+            return False
+        sizes = {self.size_terms[n].decl().name() for n in self.for_all}
+        rewritten = digits_form(facts, self._at_least_one, sizes.__contains__)
+        if rewritten is None:
+            return False
+        s = fast_solver(self.scope)
+        s.set("rlimit", DIGITS_RLIMIT)
+        s.set("timeout", self.query_timeout_ms())
+        s.add(rewritten)
+        return s.check() == z3.unsat
+
+    def _at_least_one(self, term) -> bool:
+        """Whether `term` (of the check's own context) is at least 1 for every value of
+        its variables in their ranges (`interval`, with a memo of its own: z3 ids are
+        not shared between contexts)."""
+        b = interval(term, _Ranges(self.vars))
+        return b is not None and b[0] >= 1
 
     def undecided(self, what: str, reason: str) -> None:
         """Record an obligation neither proven nor refuted (once per obligation and line)."""
@@ -613,6 +641,16 @@ class Checker:
         if key not in self._pos_cache:
             self._pos_cache[key] = self.solve(self.path() + [b < 1], decide=True) is None
         return self._pos_cache[key]
+
+
+class _Ranges:
+    """The variables' ranges of `Vars`, with a memo of its own (`interval`)."""
+
+    def __init__(self, vars: Vars):
+        self.vars, self.bounds = vars, {}
+
+    def info(self, v):
+        return self.vars.info(v)
 
 
 def _false(c) -> bool:

@@ -1,0 +1,324 @@
+"""Digits of an index divided by a tile count: the tile maps of all sizes made linear.
+
+Proven for all sizes at once (`Checker.for_all`), a persistent or one-dimensional grid
+reads its tile from one index `v` through divisions by a tile count: `v // tn` and
+`v % tn` (row-major), `v // (GROUP_M * tn)`, `v % (GROUP_M * tn) // group_m` (grouped),
+`v % tq` and `v // tq` (attention's query blocks), with `tn = cdiv(N, BN)` a term of
+sizes and `v` ranging over `[0, tm * tn)`. z3 decides such formulas (nonlinear integer
+arithmetic) only by luck: most queries on a grouped map end `unknown`.
+
+Where every symbolic divisor of `v` is `k * F` for one term `F` of the sizes (shown at
+least 1 for every size, `positive`) and constants `k` each dividing the next, `v` has
+digits: v = F*u + b with 0 <= b < F, and u = sum_j W_j*d_j in the mixed radix of the
+constants (W_0 = 1 < W_1 < ... the k's; every digit but the top one bounded). Then,
+exactly (Euclidean division, F >= 1):
+
+- v // (k*F) = u // k = sum over W_j >= k of (W_j/k)*d_j,
+- v %  (k*F) = F*(u % k) + b = sum over W_j < k of W_j*(F*d_j) + b,
+- v < F*Y  iff  u < Y,  and  v >= F*Y  iff  u >= Y (Y any term; Y = 0 included),
+- elsewhere v = sum_j W_j*(F*d_j) + b.
+
+A product F*d of a bounded digit is written as one case per value of d (linear). The
+product F*Q of the unbounded top digit is left to an uninterpreted function `radix*(F, Q)`
+with facts true of every product (Q >= 0 gives F*Q >= Q, Q <= 0 gives F*Q <= Q): that
+forgets what multiplication is beyond them, so the rewritten formula has every model of
+the original (the digits of its `v`) and possibly more. The checker therefore takes only
+its `unsat` (`Checker.ask`): the original is then unsatisfiable too; a model, or no
+answer, sends the query on to the default solver as before.
+"""
+
+from __future__ import annotations
+
+import z3
+
+#: the most variables given digits in one formula
+MAX_VARS = 8
+#: a bounded digit whose product with F is written as cases has at most this many values
+MAX_CASES = 64
+
+
+def _factors(e) -> tuple[int, list] | None:
+    """`e` as (numeral k, non-numeral factors) of a product (a lone term: (1, [e]))."""
+    if z3.is_int_value(e):
+        return e.as_long(), []
+    if z3.is_app(e) and e.decl().kind() == z3.Z3_OP_MUL:
+        k, fs = 1, []
+        for c in e.children():
+            sub = _factors(c)
+            if sub is None:
+                return None
+            k *= sub[0]
+            fs += sub[1]
+        return k, fs
+    return 1, [e]
+
+
+def _key(fs) -> tuple:
+    return tuple(sorted(f.get_id() for f in fs))
+
+
+def _is_var(e) -> bool:
+    return z3.is_const(e) and z3.is_int(e) and not z3.is_int_value(e) \
+        and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
+
+
+def digits_form(f: z3.BoolRef, positive, fixed) -> z3.BoolRef | None:
+    """`f` with each index divided by multiples of one tile count written in its digits
+    (module docstring), or None when no variable qualifies. `positive(F)`: whether term
+    F is at least 1 wherever the sizes are in range; `fixed(name)`: whether a variable is
+    one the digits may not be taken of (the sizes F is made of)."""
+    found: dict = {}   # var id -> [var, F key, F factors, {k}, [nodes]]
+    bad: set = set()
+    seen, todo = set(), [f]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_quantifier(x) or not z3.is_app(x):
+            continue
+        kind = x.decl().kind()
+        if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) and x.num_args() == 2 \
+                and _is_var(x.arg(0)) and not z3.is_int_value(x.arg(1)):
+            v, fk = x.arg(0), _factors(x.arg(1))
+            if fk is None or fk[0] < 1 or not fk[1] or fixed(v.decl().name()):
+                bad.add(v.get_id())
+            else:
+                key = _key(fk[1])
+                hit = found.setdefault(v.get_id(), [v, key, fk[1], set(), []])
+                if hit[1] != key:
+                    bad.add(v.get_id())
+                hit[3].add(fk[0])
+                hit[4].append((x, fk[0], kind == z3.Z3_OP_IDIV))
+            todo.append(x.arg(1))
+            continue
+        todo.extend(x.children())
+    cands = [h for k, h in found.items() if k not in bad][:MAX_VARS]
+    ctx = f.ctx
+    pairs, extra = [], []
+    mul = z3.Function("radix*", z3.IntSort(ctx), z3.IntSort(ctx), z3.IntSort(ctx))
+    for v, key, fs, ks, nodes in cands:
+        F = fs[0] if len(fs) == 1 else z3.Product(*fs)
+        if any(_mentions_var(F, c[0]) for c in cands):
+            continue
+        if not positive(F):
+            continue
+        weights = sorted(ks | {1})
+        if any(b % a for a, b in zip(weights, weights[1:])):
+            continue
+        name = v.decl().name()
+        b = z3.Int(f"{name}#low", ctx)
+        ds = [z3.Int(f"{name}#digit{j}", ctx) for j in range(len(weights))]
+        tops = [weights[j + 1] // weights[j] if j + 1 < len(weights) else None
+                for j in range(len(weights))]
+        extra += [b >= 0, b < F]
+        for d, top in zip(ds, tops):
+            if top is not None:
+                extra += [d >= 0, d < top]
+        fd = []  # F * d_j, linear where d_j is bounded
+        for d, top in zip(ds, tops):
+            if top is not None and top <= MAX_CASES:
+                p = z3.Int(f"{d.decl().name()}*", ctx)
+                extra += [z3.Implies(d == c, p == c * F) for c in range(top)]
+                fd.append(p)
+            else:
+                p = mul(F, d)
+                extra += [z3.Implies(d >= 0, p >= d), z3.Implies(d <= 0, p <= d),
+                          z3.Implies(d == 0, p == 0)]
+                fd.append(p)
+        u = z3.Sum(*[w * d for w, d in zip(weights, ds)]) if len(ds) > 1 else ds[0]
+        # the low parts v % (W*F) = sum over W_j < W of W_j*(F*d_j) + b, one variable each
+        # (with its range [0, W*F)): two indices with equal top digits and equal low
+        # parts are equal without taking the low part apart
+        low = {1: b}
+        for j in range(1, len(weights)):
+            w = weights[j]
+            lw = z3.Int(f"{name}#mod{w}", ctx)
+            extra += [lw == weights[j - 1] * fd[j - 1] + low[weights[j - 1]],
+                      lw >= 0, lw < w * F]
+            low[w] = lw
+        whole = weights[-1] * fd[-1] + low[weights[-1]]
+        for node, k, quotient in nodes:
+            if quotient:
+                parts = [(w // k) * d for w, d in zip(weights, ds) if w >= k]
+                pairs.append((node, z3.Sum(*parts) if len(parts) > 1 else parts[0]))
+            else:
+                pairs.append((node, low[k]))
+        pairs += _comparisons(f, v, key, u)
+        pairs.append((v, whole))
+    if not pairs:
+        return None
+    out = _linear_products(z3.And(z3.substitute(f, *pairs), *extra), mul)
+    out = _size_quotients(out, fixed)
+    return z3.And(out, *_case_bounds(out))
+
+
+def _case_bounds(f) -> list:
+    """For each if-then-else term whose every case is a numeral or a remainder by a
+    positive numeral (a division by a grouped order's `group_m`, one case per value),
+    the bounds of its value: facts true of every model, which spare the solver a split
+    over the cases to learn them."""
+    memo: dict = {}
+
+    def bounds(x):
+        key = x.get_id()
+        if key not in memo:
+            memo[key] = None
+            if z3.is_int_value(x):
+                memo[key] = (x.as_long(), x.as_long())
+            elif z3.is_app(x) and x.decl().kind() == z3.Z3_OP_MOD \
+                    and z3.is_int_value(x.arg(1)) and x.arg(1).as_long() > 0:
+                memo[key] = (0, x.arg(1).as_long() - 1)
+            elif z3.is_app(x) and x.decl().kind() == z3.Z3_OP_ITE:
+                a, b = bounds(x.arg(1)), bounds(x.arg(2))
+                if a is not None and b is not None:
+                    memo[key] = (min(a[0], b[0]), max(a[1], b[1]))
+        return memo[key]
+
+    out, seen, todo = [], set(), [f]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        if x.decl().kind() == z3.Z3_OP_ITE and z3.is_int(x):
+            b = bounds(x)
+            if b is not None:
+                out += [x >= b[0], x <= b[1]]
+        todo.extend(x.children())
+    return out
+
+
+def _size_quotients(f, fixed):
+    """`f` with each quotient of a term of the sizes by a positive constant (a tile
+    count `cdiv(N, 256)`) a variable t with its definition c*t <= e < c*t + c: the same
+    models (t is the quotient), and the solver meets the count as one variable."""
+    pairs, extra = [], []
+    seen, todo = set(), [f]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        if x.decl().kind() == z3.Z3_OP_IDIV and z3.is_int_value(x.arg(1)) \
+                and x.arg(1).as_long() > 0:
+            names = _var_names(x.arg(0))
+            if names and all(fixed(n) for n in names):
+                c = x.arg(1).as_long()
+                t = z3.Int(f"quotient#{x.get_id()}", f.ctx)
+                pairs.append((x, t))
+                extra += [c * t <= x.arg(0), x.arg(0) < c * t + c]
+                continue
+        todo.extend(x.children())
+    return z3.And(z3.substitute(f, *pairs), *extra) if pairs else f
+
+
+def _var_names(e) -> set | None:
+    """Names of the integer variables of arithmetic term `e`, or None where it has any
+    other leaf (a function application, a Boolean)."""
+    out, seen, todo = set(), set(), [e]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_int_value(x):
+            continue
+        if _is_var(x):
+            out.add(x.decl().name())
+            continue
+        if not z3.is_app(x) or x.decl().kind() not in _ARITH:
+            return None
+        todo.extend(x.children())
+    return out
+
+
+_ARITH = (z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_MUL, z3.Z3_OP_UMINUS, z3.Z3_OP_IDIV,
+          z3.Z3_OP_MOD)
+
+
+def _linear_products(f, mul):
+    """`f` with every product of two or more non-numeral factors left (a grid's
+    `min(num_sms, tm * tn)`, say) an application of the uninterpreted `mul`: a formula
+    of linear arithmetic with every model of `f` (the products' values) and maybe more."""
+    memo: dict = {}
+    pairs = []
+    seen, todo = set(), [f]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        if x.decl().kind() == z3.Z3_OP_MUL:
+            fk = _factors(x)
+            if fk is not None and len(fk[1]) >= 2:
+                fs = sorted(fk[1], key=lambda e: e.get_id())
+                term = fs[0]
+                for g in fs[1:]:
+                    term = mul(term, g)
+                pairs.append((x, term if fk[0] == 1 else fk[0] * term))
+                todo.extend(fk[1])
+                continue
+        todo.extend(x.children())
+    return z3.substitute(f, *pairs) if pairs else f
+
+
+def _mentions_var(e, v) -> bool:
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if x.eq(v):
+            return True
+        if z3.is_app(x):
+            todo.extend(x.children())
+    return False
+
+
+_SWAP = {z3.Z3_OP_LT: z3.Z3_OP_GT, z3.Z3_OP_GT: z3.Z3_OP_LT,
+         z3.Z3_OP_LE: z3.Z3_OP_GE, z3.Z3_OP_GE: z3.Z3_OP_LE}
+
+
+def _comparisons(f, v, key, u) -> list:
+    """Atoms `v < F*Y` and `v >= F*Y` (either way round; Y = 0 too) as `u < Y`, `u >= Y`."""
+    out, seen, todo = [], set(), [f]
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        kind = x.decl().kind()
+        if kind in _SWAP and x.num_args() == 2:
+            lhs, rhs = x.arg(0), x.arg(1)
+            if rhs.eq(v) and not lhs.eq(v):
+                lhs, rhs, kind = rhs, lhs, _SWAP[kind]
+            if lhs.eq(v) and kind in (z3.Z3_OP_LT, z3.Z3_OP_GE):
+                y = _quotient(rhs, key)
+                if y is not None:
+                    out.append((x, u < y if kind == z3.Z3_OP_LT else u >= y))
+            continue
+        todo.extend(x.children())
+    return out
+
+
+def _quotient(e, key):
+    """Y where `e` is F*Y (F the product of the factors `key`), or 0 for the numeral 0."""
+    if z3.is_int_value(e) and e.as_long() == 0:
+        return e
+    fk = _factors(e)
+    if fk is None:
+        return None
+    k, fs = fk
+    rest = list(fs)
+    for fid in key:
+        hit = next((i for i, x in enumerate(rest) if x.get_id() == fid), None)
+        if hit is None:
+            return None
+        rest.pop(hit)
+    parts = rest
+    if not parts:
+        return z3.IntVal(k, e.ctx)
+    y = parts[0] if len(parts) == 1 else z3.Product(*parts)
+    return y if k == 1 else k * y
