@@ -29,7 +29,7 @@ from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
 from .loops import run_loop
-from .digits import digits_form
+from .digits import digits_form, selectors, twins
 from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
@@ -49,8 +49,8 @@ REALISE_TRIES = 4
 #: 0: no first try
 FAST_RLIMIT = 20_000
 #: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
-#: about 30 ms of search
-DIGITS_RLIMIT = 200_000
+#: a few ms of search, per case where it is split
+DIGITS_RLIMIT = 50_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -340,14 +340,38 @@ class Checker:
         if not self.for_all:
             return False
         sizes = {self.size_terms[n].decl().name() for n in self.for_all}
-        rewritten = digits_form(facts, self._at_least_one, sizes.__contains__)
-        if rewritten is None:
+        got = digits_form(facts, self._at_least_one, sizes.__contains__)
+        if got is None:
             return False
+        rewritten, tops = got
+
         s = fast_solver(self.scope)
         s.set("rlimit", DIGITS_RLIMIT)
         s.set("timeout", self.query_timeout_ms())
         s.add(rewritten)
-        return s.check() == z3.unsat
+
+        def unsat(*extra) -> bool:
+            self.query_timeout_ms()  # raises past the deadline
+            s.push()
+            try:
+                s.add(*extra)
+                return s.check() == z3.unsat
+            finally:
+                s.pop()
+
+        if unsat():
+            return True
+        # two instances of a tile map: where their top digits (a grouped order's group)
+        # are shown equal, that fact is added (true of every model); then the query is
+        # split on the values of a bounded divisor (the group's width): unsatisfiable in
+        # every case, and in the case of none of those values, it is unsatisfiable
+        pins = [a == b for a, b in twins(tops) if unsat(a != b)]
+        cases = selectors(rewritten)
+        if not cases:
+            return bool(pins) and unsat(*pins)
+        term, values = cases[0]
+        return all(unsat(*pins, term == c) for c in values) and \
+            unsat(*pins, *[term != c for c in values])
 
     def _at_least_one(self, term) -> bool:
         """Whether `term` (of the check's own context) is at least 1 for every value of

@@ -2,34 +2,43 @@
 
 Proven for all sizes at once (`Checker.for_all`), a persistent or one-dimensional grid
 reads its tile from one index `v` through divisions by a tile count: `v // tn` and
-`v % tn` (row-major), `v // (GROUP_M * tn)`, `v % (GROUP_M * tn) // group_m` (grouped),
-`v % tq` and `v // tq` (attention's query blocks), with `tn = cdiv(N, BN)` a term of
-sizes and `v` ranging over `[0, tm * tn)`. z3 decides such formulas (nonlinear integer
-arithmetic) only by luck: most queries on a grouped map end `unknown`.
+`v % tn` (row-major), `v // (GROUP_M * tn)` and `v % (GROUP_M * tn) // group_m`
+(grouped), `v % tq` and `v // tq` (attention's query blocks), with `tn = cdiv(N, BN)` a
+term of the sizes and `v` ranging over `[0, tm * tn)`. z3 decides such formulas
+(nonlinear integer arithmetic) only by luck: most queries on a grouped map end `unknown`.
 
-Where every symbolic divisor of `v` is `k * F` for one term `F` of the sizes (shown at
-least 1 for every size, `positive`) and constants `k` each dividing the next, `v` has
+Where every symbolic divisor of `v` is `k * F` for one term `F` (shown at least 1 for
+every size in range, `positive`) and constants `k` each dividing the next, `v` has
 digits: v = F*u + b with 0 <= b < F, and u = sum_j W_j*d_j in the mixed radix of the
 constants (W_0 = 1 < W_1 < ... the k's; every digit but the top one bounded). Then,
 exactly (Euclidean division, F >= 1):
 
 - v // (k*F) = u // k = sum over W_j >= k of (W_j/k)*d_j,
-- v %  (k*F) = F*(u % k) + b = sum over W_j < k of W_j*(F*d_j) + b,
+- v %  (k*F) = F*(u % k) + b, a variable of its own with its range [0, k*F) and its
+  definition sum over W_j < k of W_j*(F*d_j) + b,
 - v < F*Y  iff  u < Y,  and  v >= F*Y  iff  u >= Y (Y any term; Y = 0 included),
-- elsewhere v = sum_j W_j*(F*d_j) + b.
+- elsewhere v = W_top*(F*d_top) + v % (W_top*F).
 
-A product F*d of a bounded digit is written as one case per value of d (linear). The
-product F*Q of the unbounded top digit is left to an uninterpreted function `radix*(F, Q)`
-with facts true of every product (Q >= 0 gives F*Q >= Q, Q <= 0 gives F*Q <= Q): that
-forgets what multiplication is beyond them, so the rewritten formula has every model of
-the original (the digits of its `v`) and possibly more. The checker therefore takes only
-its `unsat` (`Checker.ask`): the original is then unsatisfiable too; a model, or no
-answer, sends the query on to the default solver as before.
+A product F*d of a bounded digit is a variable with one case per value of d (linear).
+Three more steps keep the formula linear: a quotient of a term of the sizes by a constant
+(`cdiv(N, 256)`) becomes a variable with its definition (the same models); every product
+of two non-numeral terms left (F*d_top, a grid's `tm * tn`) becomes an application of an
+uninterpreted function (with, for F*d_top, the facts d >= 0 -> F*d >= d and d <= 0 ->
+F*d <= d, true of every product); and an if-then-else whose cases are numerals or
+remainders by numerals (a division by a bounded divisor, one case per value) is stated
+to lie between their bounds. The uninterpreted products forget what multiplication is
+beyond those facts: the rewritten formula has every model of the original (the digits of
+its `v`, the values of its products) and possibly more. The checker therefore takes only
+its `unsat` (`Checker._digits_unsat`): the original is then unsatisfiable too; a model,
+or no answer, sends the query on to the default solver as before.
 """
 
 from __future__ import annotations
 
 import z3
+from z3 import z3core as _core
+from z3.z3 import _to_expr_ref
+from z3.z3consts import Z3_APP_AST as _APP
 
 #: the most variables given digits in one formula
 MAX_VARS = 8
@@ -53,6 +62,28 @@ def _factors(e) -> tuple[int, list] | None:
     return 1, [e]
 
 
+def _apps(f, kinds) -> list:
+    """Each application in `f` (outside quantifiers) whose operation is one of `kinds`,
+    once, in a walk's order. The walk reads the terms through z3's C accessors (no Python
+    object per subterm: the formulas of a tile map have thousands)."""
+    ctx = f.ctx
+    ref = ctx.ref()
+    out, seen, todo = [], set(), [f.as_ast()]
+    while todo:
+        a = todo.pop()
+        key = _core.Z3_get_ast_id(ref, a)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _core.Z3_get_ast_kind(ref, a) != _APP:
+            continue
+        n = _core.Z3_get_app_num_args(ref, a)
+        if _core.Z3_get_decl_kind(ref, _core.Z3_get_app_decl(ref, a)) in kinds:
+            out.append(_to_expr_ref(a, ctx))
+        todo.extend(_core.Z3_get_app_arg(ref, a, i) for i in reversed(range(n)))
+    return out
+
+
 def _key(fs) -> tuple:
     return tuple(sorted(f.get_id() for f in fs))
 
@@ -62,40 +93,30 @@ def _is_var(e) -> bool:
         and e.decl().kind() == z3.Z3_OP_UNINTERPRETED
 
 
-def digits_form(f: z3.BoolRef, positive, fixed) -> z3.BoolRef | None:
-    """`f` with each index divided by multiples of one tile count written in its digits
-    (module docstring), or None when no variable qualifies. `positive(F)`: whether term
+def digits_form(f: z3.BoolRef, positive, fixed) -> tuple | None:
+    """(`f` with each index divided by multiples of one tile count written in its digits
+    (module docstring), [(index name, its top digit)]), or None when no variable
+    qualifies. `positive(F)`: whether term
     F is at least 1 wherever the sizes are in range; `fixed(name)`: whether a variable is
     one the digits may not be taken of (the sizes F is made of)."""
     found: dict = {}   # var id -> [var, F key, F factors, {k}, [nodes]]
     bad: set = set()
-    seen, todo = set(), [f]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
+    for x in _apps(f, (z3.Z3_OP_IDIV, z3.Z3_OP_MOD)):
+        if x.num_args() != 2 or not _is_var(x.arg(0)) or z3.is_int_value(x.arg(1)):
             continue
-        seen.add(x.get_id())
-        if z3.is_quantifier(x) or not z3.is_app(x):
+        v, fk = x.arg(0), _factors(x.arg(1))
+        if fk is None or fk[0] < 1 or not fk[1] or fixed(v.decl().name()):
+            bad.add(v.get_id())
             continue
-        kind = x.decl().kind()
-        if kind in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) and x.num_args() == 2 \
-                and _is_var(x.arg(0)) and not z3.is_int_value(x.arg(1)):
-            v, fk = x.arg(0), _factors(x.arg(1))
-            if fk is None or fk[0] < 1 or not fk[1] or fixed(v.decl().name()):
-                bad.add(v.get_id())
-            else:
-                key = _key(fk[1])
-                hit = found.setdefault(v.get_id(), [v, key, fk[1], set(), []])
-                if hit[1] != key:
-                    bad.add(v.get_id())
-                hit[3].add(fk[0])
-                hit[4].append((x, fk[0], kind == z3.Z3_OP_IDIV))
-            todo.append(x.arg(1))
-            continue
-        todo.extend(x.children())
+        key = _key(fk[1])
+        hit = found.setdefault(v.get_id(), [v, key, fk[1], set(), []])
+        if hit[1] != key:
+            bad.add(v.get_id())
+        hit[3].add(fk[0])
+        hit[4].append((x, fk[0], x.decl().kind() == z3.Z3_OP_IDIV))
     cands = [h for k, h in found.items() if k not in bad][:MAX_VARS]
     ctx = f.ctx
-    pairs, extra = [], []
+    pairs, extra, tops_of = [], [], []
     mul = z3.Function("radix*", z3.IntSort(ctx), z3.IntSort(ctx), z3.IntSort(ctx))
     for v, key, fs, ks, nodes in cands:
         F = fs[0] if len(fs) == 1 else z3.Product(*fs)
@@ -138,6 +159,7 @@ def digits_form(f: z3.BoolRef, positive, fixed) -> z3.BoolRef | None:
                       lw >= 0, lw < w * F]
             low[w] = lw
         whole = weights[-1] * fd[-1] + low[weights[-1]]
+        tops_of.append((name, ds[-1]))
         for node, k, quotient in nodes:
             if quotient:
                 parts = [(w // k) * d for w, d in zip(weights, ds) if w >= k]
@@ -148,9 +170,35 @@ def digits_form(f: z3.BoolRef, positive, fixed) -> z3.BoolRef | None:
         pairs.append((v, whole))
     if not pairs:
         return None
-    out = _linear_products(z3.And(z3.substitute(f, *pairs), *extra), mul)
-    out = _size_quotients(out, fixed)
-    return z3.And(out, *_case_bounds(out))
+    out = _size_quotients(z3.And(z3.substitute(f, *pairs), *extra), fixed)
+    out = _linear_products(out, mul)
+    return z3.And(out, *_case_bounds(out)), tops_of
+
+
+def twins(tops) -> list:
+    """Pairs of top digits of two copies of one index (`v` and `v~2.5`, the two
+    instances of a two-instance query)."""
+    by: dict = {}
+    for name, d in tops:
+        by.setdefault(name.split("~")[0], []).append(d)
+    return [(ds[0], d) for ds in by.values() for d in ds[1:]]
+
+
+def selectors(f) -> list:
+    """(term, values) of each term T that the conditions `T == c` of `f`'s
+    if-then-else terms compare with two or more numerals c (a division by a bounded
+    divisor, one case per value): the cases to split a query on, most values first."""
+    found: dict = {}
+    for x in _apps(f, (z3.Z3_OP_ITE,)):
+        c = x.arg(0)
+        if z3.is_app(c) and c.decl().kind() == z3.Z3_OP_EQ:
+            a, b = c.arg(0), c.arg(1)
+            if z3.is_int_value(a) and not z3.is_int_value(b):
+                a, b = b, a
+            if z3.is_int_value(b) and not z3.is_int_value(a) and z3.is_int(a):
+                found.setdefault(a.get_id(), [a, set()])[1].add(b.as_long())
+    out = [(t, sorted(vs)) for t, vs in found.values() if len(vs) >= 2]
+    return sorted(out, key=lambda tv: -len(tv[1]))
 
 
 def _case_bounds(f) -> list:
@@ -175,17 +223,12 @@ def _case_bounds(f) -> list:
                     memo[key] = (min(a[0], b[0]), max(a[1], b[1]))
         return memo[key]
 
-    out, seen, todo = [], set(), [f]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
-            continue
-        seen.add(x.get_id())
-        if x.decl().kind() == z3.Z3_OP_ITE and z3.is_int(x):
+    out = []
+    for x in _apps(f, (z3.Z3_OP_ITE,)):
+        if z3.is_int(x):
             b = bounds(x)
             if b is not None:
                 out += [x >= b[0], x <= b[1]]
-        todo.extend(x.children())
     return out
 
 
@@ -194,22 +237,15 @@ def _size_quotients(f, fixed):
     count `cdiv(N, 256)`) a variable t with its definition c*t <= e < c*t + c: the same
     models (t is the quotient), and the solver meets the count as one variable."""
     pairs, extra = [], []
-    seen, todo = set(), [f]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
+    for x in _apps(f, (z3.Z3_OP_IDIV,)):
+        if not z3.is_int_value(x.arg(1)) or x.arg(1).as_long() <= 0:
             continue
-        seen.add(x.get_id())
-        if x.decl().kind() == z3.Z3_OP_IDIV and z3.is_int_value(x.arg(1)) \
-                and x.arg(1).as_long() > 0:
-            names = _var_names(x.arg(0))
-            if names and all(fixed(n) for n in names):
-                c = x.arg(1).as_long()
-                t = z3.Int(f"quotient#{x.get_id()}", f.ctx)
-                pairs.append((x, t))
-                extra += [c * t <= x.arg(0), x.arg(0) < c * t + c]
-                continue
-        todo.extend(x.children())
+        names = _var_names(x.arg(0))
+        if names and all(fixed(n) for n in names):
+            c = x.arg(1).as_long()
+            t = z3.Int(f"quotient#{x.get_id()}", f.ctx)
+            pairs.append((x, t))
+            extra += [c * t <= x.arg(0), x.arg(0) < c * t + c]
     return z3.And(z3.substitute(f, *pairs), *extra) if pairs else f
 
 
@@ -241,25 +277,15 @@ def _linear_products(f, mul):
     """`f` with every product of two or more non-numeral factors left (a grid's
     `min(num_sms, tm * tn)`, say) an application of the uninterpreted `mul`: a formula
     of linear arithmetic with every model of `f` (the products' values) and maybe more."""
-    memo: dict = {}
     pairs = []
-    seen, todo = set(), [f]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
-            continue
-        seen.add(x.get_id())
-        if x.decl().kind() == z3.Z3_OP_MUL:
-            fk = _factors(x)
-            if fk is not None and len(fk[1]) >= 2:
-                fs = sorted(fk[1], key=lambda e: e.get_id())
-                term = fs[0]
-                for g in fs[1:]:
-                    term = mul(term, g)
-                pairs.append((x, term if fk[0] == 1 else fk[0] * term))
-                todo.extend(fk[1])
-                continue
-        todo.extend(x.children())
+    for x in _apps(f, (z3.Z3_OP_MUL,)):
+        fk = _factors(x)
+        if fk is not None and len(fk[1]) >= 2:
+            fs = sorted(fk[1], key=lambda e: e.get_id())
+            term = fs[0]
+            for g in fs[1:]:
+                term = mul(term, g)
+            pairs.append((x, term if fk[0] == 1 else fk[0] * term))
     return z3.substitute(f, *pairs) if pairs else f
 
 
@@ -283,23 +309,18 @@ _SWAP = {z3.Z3_OP_LT: z3.Z3_OP_GT, z3.Z3_OP_GT: z3.Z3_OP_LT,
 
 def _comparisons(f, v, key, u) -> list:
     """Atoms `v < F*Y` and `v >= F*Y` (either way round; Y = 0 too) as `u < Y`, `u >= Y`."""
-    out, seen, todo = [], set(), [f]
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen or z3.is_quantifier(x) or not z3.is_app(x):
-            continue
-        seen.add(x.get_id())
+    out = []
+    for x in _apps(f, tuple(_SWAP)):
         kind = x.decl().kind()
-        if kind in _SWAP and x.num_args() == 2:
-            lhs, rhs = x.arg(0), x.arg(1)
-            if rhs.eq(v) and not lhs.eq(v):
-                lhs, rhs, kind = rhs, lhs, _SWAP[kind]
-            if lhs.eq(v) and kind in (z3.Z3_OP_LT, z3.Z3_OP_GE):
-                y = _quotient(rhs, key)
-                if y is not None:
-                    out.append((x, u < y if kind == z3.Z3_OP_LT else u >= y))
+        if x.num_args() != 2:
             continue
-        todo.extend(x.children())
+        lhs, rhs = x.arg(0), x.arg(1)
+        if rhs.eq(v) and not lhs.eq(v):
+            lhs, rhs, kind = rhs, lhs, _SWAP[kind]
+        if lhs.eq(v) and kind in (z3.Z3_OP_LT, z3.Z3_OP_GE):
+            y = _quotient(rhs, key)
+            if y is not None:
+                out.append((x, u < y if kind == z3.Z3_OP_LT else u >= y))
     return out
 
 
