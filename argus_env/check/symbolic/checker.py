@@ -49,8 +49,8 @@ REALISE_TRIES = 4
 #: 0: no first try
 FAST_RLIMIT = 20_000
 #: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
-#: a few ms of search, per case where it is split
-DIGITS_RLIMIT = 50_000
+#: about 10 ms of search, per case where it is split
+DIGITS_RLIMIT = 100_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -346,32 +346,39 @@ class Checker:
         rewritten, tops = got
 
         s = fast_solver(self.scope)
-        s.set("rlimit", DIGITS_RLIMIT)
-        s.set("timeout", self.query_timeout_ms())
-        s.add(rewritten)
 
-        def unsat(*extra) -> bool:
-            self.query_timeout_ms()  # raises past the deadline
+        def unsat(f, *extra) -> bool:
+            # each try its own work limit (set anew: the limit counts from where it is set)
+            s.set("rlimit", DIGITS_RLIMIT)
+            s.set("timeout", self.query_timeout_ms())
             s.push()
             try:
-                s.add(*extra)
+                s.add(f, *extra)
                 return s.check() == z3.unsat
             finally:
                 s.pop()
 
-        if unsat():
+        if unsat(rewritten):
             return True
         # two instances of a tile map: where their top digits (a grouped order's group)
-        # are shown equal, that fact is added (true of every model); then the query is
-        # split on the values of a bounded divisor (the group's width): unsatisfiable in
-        # every case, and in the case of none of those values, it is unsatisfiable
-        pins = [a == b for a, b in twins(tops) if unsat(a != b)]
-        cases = selectors(rewritten)
+        # are shown equal, the second is replaced by the first (the same models); then the
+        # query is split on the values of a bounded divisor (the group's width), each case
+        # with the divisor replaced by its value and simplified: unsatisfiable in every
+        # case, and where the divisor has none of those values, it is unsatisfiable
+        pins = [(b, a) for a, b in twins(tops) if unsat(rewritten, a != b)]
+        base = z3.substitute(rewritten, *pins) if pins else rewritten
+        cases = selectors(base)
         if not cases:
-            return bool(pins) and unsat(*pins)
-        term, values = cases[0]
-        return all(unsat(*pins, term == c) for c in values) and \
-            unsat(*pins, *[term != c for c in values])
+            return bool(pins) and unsat(base)
+        term, values, conds = cases[0]
+        for c in values:
+            value = z3.IntVal(c, base.ctx)
+            if not unsat(z3.simplify(z3.substitute(base, (term, value))), term == value):
+                return False
+        # none of the values: every condition comparing the divisor with one is false
+        false = z3.BoolVal(False, base.ctx)
+        rest = z3.simplify(z3.substitute(base, *[(c, false) for c in conds]))
+        return unsat(rest, *[term != c for c in values])
 
     def _at_least_one(self, term) -> bool:
         """Whether `term` (of the check's own context) is at least 1 for every value of

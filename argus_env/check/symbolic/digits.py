@@ -140,7 +140,11 @@ def digits_form(f: z3.BoolRef, positive, fixed) -> tuple | None:
         for d, top in zip(ds, tops):
             if top is not None and top <= MAX_CASES:
                 p = z3.Int(f"{d.decl().name()}*", ctx)
+                # F*d as its bounds at each value of d (the values follow): a bound on d
+                # bounds the product without a split over d's values
                 extra += [z3.Implies(d == c, p == c * F) for c in range(top)]
+                extra += [z3.Implies(d <= c, p <= c * F) for c in range(top - 1)]
+                extra += [z3.Implies(d >= c, p >= c * F) for c in range(1, top)]
                 fd.append(p)
             else:
                 p = mul(F, d)
@@ -185,7 +189,7 @@ def twins(tops) -> list:
 
 
 def selectors(f) -> list:
-    """(term, values) of each term T that the conditions `T == c` of `f`'s
+    """(term, values, conditions) of each term T that the conditions `T == c` of `f`'s
     if-then-else terms compare with two or more numerals c (a division by a bounded
     divisor, one case per value): the cases to split a query on, most values first."""
     found: dict = {}
@@ -196,8 +200,10 @@ def selectors(f) -> list:
             if z3.is_int_value(a) and not z3.is_int_value(b):
                 a, b = b, a
             if z3.is_int_value(b) and not z3.is_int_value(a) and z3.is_int(a):
-                found.setdefault(a.get_id(), [a, set()])[1].add(b.as_long())
-    out = [(t, sorted(vs)) for t, vs in found.values() if len(vs) >= 2]
+                hit = found.setdefault(a.get_id(), [a, set(), []])
+                hit[1].add(b.as_long())
+                hit[2].append(c)
+    out = [(t, sorted(vs), atoms) for t, vs, atoms in found.values() if len(vs) >= 2]
     return sorted(out, key=lambda tv: -len(tv[1]))
 
 

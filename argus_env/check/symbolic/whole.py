@@ -404,8 +404,9 @@ def _counted_for_all(ck, ws, sizes) -> str | None:
                       [o == c2(o) for o in origin], "distinct tiles per instance")
     if not injective:
         return None
-    if len(ws) == 1 and len(mine) == len(units):
-        w0._origins_distinct = True  # the first query of `_exactly_once_tiles`
+    if len(mine) == len(units):
+        for w in ws:  # its origin is the coarse one shifted: the first query of
+            w._origins_distinct = True  # `_exactly_once_tiles`
     zs = [ck.vars.fresh(f"z{d}", "point", 0, b) for d, b in enumerate(coarse)]
     inside = [z3.And(z >= 0, z < b) for z, b in zip(zs, coarse)]
     inside += [o + z < n for o, z, n in zip(origin, zs, sizes)]
@@ -417,6 +418,15 @@ def _counted_for_all(ck, ws, sizes) -> str | None:
         held.append(z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(at, w._block[1])], live))
     if not unsat(path + inside + [z3.Not(z3.Or(*held))], "every element of a tile written"):
         return None
+    # coarse tiles of distinct origins are disjoint (aligned to B'), and within one the
+    # writes' boxes [o_k - o, o_k - o + B_k) are apart: then two writes share no element
+    boxes = [[(o - l, o - l + n) for o, l, n in zip(off, lo, w._block[1])]
+             for w, off in zip(ws, offsets)]
+    for i, w in enumerate(ws):
+        for j in range(i + 1, len(ws)):
+            if any(a[1] <= b[0] or b[1] <= a[0] for a, b in zip(boxes[i], boxes[j])):
+                _distinct_from(w).add(id(ws[j]))
+                _distinct_from(ws[j]).add(id(w))
     return (f"{len(ws)} writes' " if len(ws) > 1 else "") + \
         "tiles counted: as many instances as tiles, each inside, no two alike, none masked"
 
