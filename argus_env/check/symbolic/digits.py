@@ -147,7 +147,7 @@ def digits_form(f: z3.BoolRef, positive, fixed) -> tuple | None:
                 extra += [z3.Implies(d >= c, p >= c * F) for c in range(1, top)]
                 fd.append(p)
             else:
-                p = mul(F, d)
+                p = F * d  # made uninterpreted with the other products (`_linear_products`)
                 extra += [z3.Implies(d >= 0, p >= d), z3.Implies(d <= 0, p <= d),
                           z3.Implies(d == 0, p == 0)]
                 fd.append(p)
@@ -287,12 +287,20 @@ def _linear_products(f, mul):
     for x in _apps(f, (z3.Z3_OP_MUL,)):
         fk = _factors(x)
         if fk is not None and len(fk[1]) >= 2:
-            fs = sorted(fk[1], key=lambda e: e.get_id())
-            term = fs[0]
-            for g in fs[1:]:
-                term = mul(term, g)
+            term = _product(mul, fk[1])
             pairs.append((x, term if fk[0] == 1 else fk[0] * term))
     return z3.substitute(f, *pairs) if pairs else f
+
+
+def _product(mul, factors):
+    """The uninterpreted product of `factors`, in one order whatever theirs (by their
+    text: two instances' copies of a product order alike, so that equal factors give
+    equal products)."""
+    fs = sorted(factors, key=lambda e: e.sexpr())
+    term = fs[0]
+    for g in fs[1:]:
+        term = mul(term, g)
+    return term
 
 
 def _mentions_var(e, v) -> bool:
