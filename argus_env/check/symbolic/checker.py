@@ -28,8 +28,8 @@ from ..isolated import Scope, back
 from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
-from .loops import run_loop
 from .digits import digits_form, selectors, twins
+from .loops import run_loop
 from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
@@ -335,8 +335,8 @@ class Checker:
     def _digits_unsat(self, facts) -> bool:
         """Proven for all sizes: whether the facts are shown unsatisfiable once each index
         divided by multiples of a tile count is written in its digits (`digits`: a linear
-        formula with every model of the facts), by z3's SMT core with the fast try's work
-        limit. Only `unsat` is taken, as for `_radix_unsat`."""
+        formula with every model of the facts), by z3's SMT core with `DIGITS_RLIMIT` per
+        try. Only `unsat` is taken, as for `_radix_unsat`."""
         if not self.for_all:
             return False
         sizes = {self.size_terms[n].decl().name() for n in self.for_all}

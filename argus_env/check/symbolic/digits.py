@@ -3,7 +3,7 @@
 Proven for all sizes at once (`Checker.for_all`), a persistent or one-dimensional grid
 reads its tile from one index `v` through divisions by a tile count: `v // tn` and
 `v % tn` (row-major), `v // (GROUP_M * tn)` and `v % (GROUP_M * tn) // group_m`
-(grouped), `v % tq` and `v // tq` (attention's query blocks), with `tn = cdiv(N, BN)` a
+(grouped), `v % tq` and `v // tq` (query blocks over heads), with `tn = cdiv(N, BN)` a
 term of the sizes and `v` ranging over `[0, tm * tn)`. z3 decides such formulas
 (nonlinear integer arithmetic) only by luck: most queries on a grouped map end `unknown`.
 
