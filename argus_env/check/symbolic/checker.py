@@ -348,15 +348,23 @@ class Checker:
         s = fast_solver(self.scope)
 
         def unsat(f, *extra) -> bool:
-            # each try its own work limit (set anew: the limit counts from where it is set)
-            s.set("rlimit", DIGITS_RLIMIT)
-            s.set("timeout", self.query_timeout_ms())
-            s.push()
-            try:
-                s.add(f, *extra)
-                return s.check() == z3.unsat
-            finally:
-                s.pop()
+            # each try its own work limit (set anew: the limit counts from where it is set);
+            # what the SMT core leaves open is asked of the default solver (its
+            # preprocessing) under the same limit
+            for solver in (s, None):
+                if solver is None:
+                    solver = self.scope.solver()
+                solver.set("rlimit", DIGITS_RLIMIT)
+                solver.set("timeout", self.query_timeout_ms())
+                solver.push()
+                try:
+                    solver.add(f, *extra)
+                    r = solver.check()
+                finally:
+                    solver.pop()
+                if r != z3.unknown:
+                    return r == z3.unsat
+            return False
 
         if unsat(rewritten):
             return True
