@@ -404,9 +404,13 @@ def _counted_for_all(ck, ws, sizes) -> str | None:
                       [o == c2(o) for o in origin], "distinct tiles per instance")
     if not injective:
         return None
-    if len(mine) == len(units):
-        for w in ws:  # its origin is the coarse one shifted: the first query of
-            w._origins_distinct = True  # `_exactly_once_tiles`
+    for w in ws:  # each write's origin is the coarse one shifted by a constant
+        if len(mine) == len(units):
+            w._origins_distinct = True  # the first query of `_exactly_once_tiles`
+        if not any(any(x[2].eq(u[0]) for x in ck.linear) for u in mine):
+            # the program ids and loop counters the origin depends on are the ones it
+            # names (the query of `_tile_pins`: equal origins, the same values of them)
+            w._pins = [u[0] for u in mine]
     zs = [ck.vars.fresh(f"z{d}", "point", 0, b) for d, b in enumerate(coarse)]
     inside = [z3.And(z >= 0, z < b) for z, b in zip(zs, coarse)]
     inside += [o + z < n for o, z, n in zip(origin, zs, sizes)]
