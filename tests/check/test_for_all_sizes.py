@@ -176,11 +176,30 @@ def _edit(text: str, old: str, new: str) -> Program:
     return Program.from_text(text.replace(old, new, 1))
 
 
+def _subtiles(text: str) -> str:
+    """`text` with its epilogue in two column subtiles (two accumulators, two stores)."""
+    for old, new in [
+            ("    cols = pid_n * BN + A.arange(BN)\n    acc = A.zeros((BM, BN), A.f32)",
+             "    cols = pid_n * BN + A.arange(BN // 2)\n    cols_hi = cols + BN // 2\n"
+             "    acc = A.zeros((BM, BN // 2), A.f32)\n    acc_hi = A.zeros((BM, BN // 2), A.f32)"),
+            ("        acc = A.dot(a_tile, b_tile, acc)",
+             "        b_hi = A.load(b[ks, cols_hi], mask=(ks < K, cols_hi < N), other=0.0)\n"
+             "        acc = A.dot(a_tile, b_tile, acc)\n        acc_hi = A.dot(a_tile, b_hi, acc_hi)"),
+            ("    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))",
+             "    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))\n"
+             "    A.assert_tags(acc_hi, M=rows[:, None], N=cols_hi[None, :], K=A.covers(0, K))\n"
+             "    A.store(c[rows, cols_hi], A.cast(acc_hi, A.bf16), mask=(rows < M, cols_hi < N))")]:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
 #: programs whose tiles are read off an index through divisions by tile counts, proven
 #: for all sizes by counting (`whole._counted_for_all`) over their digits (`digits`)
 TILE_MAPS = {
     "grouped": lambda: Program.from_text(GROUPED),
     "grouped, GROUP_M 16": lambda: _edit(GROUPED, "GROUP_M: A.const = 8", "GROUP_M: A.const = 16"),
+    "grouped, two column subtiles": lambda: Program.from_text(_subtiles(GROUPED)),
     "persistent grouped (expert)": lambda: GEMM.program("expert"),
     "split-K": lambda: GEMM.program("splitk"),
     "split-K with a reduction pass": lambda: GEMM.program("splitk_reduce"),
@@ -215,6 +234,18 @@ SOMETIMES_WRONG = [
      lambda: _edit(GEMM.program("expert").text, "A.num_programs(0), warp_specialize",
                    "A.num_programs(0) - 1, warp_specialize"),
      {"M": 4096, "N": 4096, "K": 64}, False),
+    # two column subtiles a column apart (a gap, and a column past each tile's end) or
+    # overlapping, or the second one's mask a column short
+    ("subtiles a column apart", lambda: _edit(_subtiles(GROUPED), "cols_hi = cols + BN // 2",
+                                             "cols_hi = cols + BN // 2 + 1"),
+     {"M": 100, "N": 200, "K": 64}, False),
+    ("subtiles overlapping", lambda: _edit(_subtiles(GROUPED), "cols_hi = cols + BN // 2",
+                                          "cols_hi = cols + BN // 4"),
+     {"M": 100, "N": 200, "K": 64}, False),
+    ("second subtile's mask a column short",
+     lambda: _edit(_subtiles(GROUPED), "mask=(rows < M, cols_hi < N))",
+                   "mask=(rows < M, cols_hi < N - 1))"),
+     {"M": 100, "N": 200, "K": 64}, False),
     # a grid of M // BM tile rows: the last partial row of tiles is never written (a
     # size divided other than by cdiv is a size test: checked size by size)
     ("tile grid `M // BM`", lambda: _edit(GROUPED, "A.grid(A.cdiv(M, BM) * A.cdiv(N, BN))",
@@ -231,9 +262,10 @@ SOMETIMES_WRONG = [
                          ids=[m[0] for m in SOMETIMES_WRONG])
 def test_a_bug_wrong_only_at_some_sizes_is_not_proven_for_all_sizes(name, make, wrong_at,
                                                                     refuted):
-    """Each program is right at the first shape (8192^3: every size a multiple of every
-    tile) and wrong at `wrong_at`; the all-sizes check never proves it, and where it
-    refutes it, its counterexample's sizes show a violation of the same class."""
+    """Each program is wrong at `wrong_at` (most of them right at the first shape, 8192^3,
+    where every size is a multiple of every tile); the all-sizes check never proves it,
+    and where it refutes it, its counterexample's sizes show a violation of the same
+    class."""
     prog = make()
     at_shape = GEMM.shapes[0].sizes
     wrong = check_program(prog, wrong_at, GEMM)
