@@ -5,7 +5,8 @@
 - bijection: every element of an output tensor is written. Proven without enumerating
   the tensor: the writes are tiles `base + axis` (block form), the tile origins are
   aligned and in range, the map from program instances to origins is injective, the
-  masks keep every in-bounds element, and there are as many instances as tiles;
+  masks keep every in-bounds element, and there are as many instances as tiles (for all
+  sizes at once, `_counted_for_all`: the counts as terms of the sizes);
 - coverage at stores: the task's required coverage (a matrix product: every element of `c` sums
   K over [0, K) exactly once), combined over the atomic contributions of all writers
   (the proof itself is `coverage.exactly_once`).
