@@ -63,7 +63,8 @@ def test_a_task_without_varying_sizes_and_an_undecided_proof_fall_back():
     moe = MOE.shapes[0].sizes
     report, why = check_for_all_sizes(MOE.program("expert"), moe, MOE)
     assert report is None and "episode's sizes only" in why
-    report, why = check_for_all_sizes(GEMM.program("splitk"), GEMM.shapes[0].sizes, GEMM)
+    # stream-K: its k ranges per program divide by the grid, a term of the sizes twice
+    report, why = check_for_all_sizes(GEMM.program("streamk"), GEMM.shapes[0].sizes, GEMM)
     assert report is None and why.startswith("undecided for all sizes"), why
 
 
@@ -128,3 +129,153 @@ def test_a_counterexample_for_all_sizes_stands_only_where_its_sizes_show_it(monk
     assert report is None
     assert "coverage counterexample at M=3, N=5, K=7 is not one" in why
     assert "proven" in why   # the check at those sizes
+
+
+# ------------------------------------------------ tile maps dividing by a tile count
+#: a grouped tile order on a one-dimensional grid (the catalog's `group_m` without a
+#: persistent grid): the tile is read off the program id through divisions by
+#: `GROUP_M * cdiv(N, BN)` and by the group's width
+GROUPED = '''
+from argus_env import dsl as A
+
+
+@A.kernel(num_warps=4)
+def gemm(
+    a: A.Tensor[A.bf16, "M", "K"],
+    b: A.Tensor[A.bf16, "K", "N"],
+    c: A.Tensor[A.bf16, "M", "N"],
+    BM: A.const = 64,
+    BN: A.const = 128,
+    BK: A.const = 32,
+    GROUP_M: A.const = 8,
+):
+    A.grid(A.cdiv(M, BM) * A.cdiv(N, BN))
+    num_pid_m = A.cdiv(M, BM)
+    num_pid_n = A.cdiv(N, BN)
+    tile = A.program_id(0)
+    tiles_per_group = GROUP_M * num_pid_n
+    first_m = tile // tiles_per_group * GROUP_M
+    group_m = A.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + tile % group_m
+    pid_n = tile % tiles_per_group // group_m
+    rows = pid_m * BM + A.arange(BM)
+    cols = pid_n * BN + A.arange(BN)
+    acc = A.zeros((BM, BN), A.f32)
+    for k in A.range(0, K, BK):
+        ks = k + A.arange(BK)
+        a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)
+        b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)
+        acc = A.dot(a_tile, b_tile, acc)
+    A.assert_tags(acc, M=rows[:, None], N=cols[None, :], K=A.covers(0, K))
+    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))
+'''
+
+
+def _edit(text: str, old: str, new: str) -> Program:
+    assert old in text, old
+    return Program.from_text(text.replace(old, new, 1))
+
+
+def _subtiles(text: str) -> str:
+    """`text` with its epilogue in two column subtiles (two accumulators, two stores)."""
+    for old, new in [
+            ("    cols = pid_n * BN + A.arange(BN)\n    acc = A.zeros((BM, BN), A.f32)",
+             "    cols = pid_n * BN + A.arange(BN // 2)\n    cols_hi = cols + BN // 2\n"
+             "    acc = A.zeros((BM, BN // 2), A.f32)\n    acc_hi = A.zeros((BM, BN // 2), A.f32)"),
+            ("        acc = A.dot(a_tile, b_tile, acc)",
+             "        b_hi = A.load(b[ks, cols_hi], mask=(ks < K, cols_hi < N), other=0.0)\n"
+             "        acc = A.dot(a_tile, b_tile, acc)\n        acc_hi = A.dot(a_tile, b_hi, acc_hi)"),
+            ("    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))",
+             "    A.store(c[rows, cols], A.cast(acc, A.bf16), mask=(rows < M, cols < N))\n"
+             "    A.assert_tags(acc_hi, M=rows[:, None], N=cols_hi[None, :], K=A.covers(0, K))\n"
+             "    A.store(c[rows, cols_hi], A.cast(acc_hi, A.bf16), mask=(rows < M, cols_hi < N))")]:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+#: programs whose tiles are read off an index through divisions by tile counts, proven
+#: for all sizes by counting (`whole._counted_for_all`) over their digits (`digits`)
+TILE_MAPS = {
+    "grouped": lambda: Program.from_text(GROUPED),
+    "grouped, GROUP_M 16": lambda: _edit(GROUPED, "GROUP_M: A.const = 8", "GROUP_M: A.const = 16"),
+    "grouped, two column subtiles": lambda: Program.from_text(_subtiles(GROUPED)),
+    "persistent grouped (expert)": lambda: GEMM.program("expert"),
+    "split-K": lambda: GEMM.program("splitk"),
+    "split-K with a reduction pass": lambda: GEMM.program("splitk_reduce"),
+}
+
+
+@pytest.mark.parametrize("name", list(TILE_MAPS))
+def test_tile_maps_dividing_by_a_tile_count_are_proven_for_all_sizes(name):
+    sizes = GEMM.shapes[0].sizes
+    report, why = check_for_all_sizes(GEMM.bind(TILE_MAPS[name](), sizes), sizes, GEMM)
+    assert report is not None, why
+    assert report.status == "proven", report.render()
+
+
+#: seeded bugs wrong only at some sizes: (name, program, the sizes where it is wrong,
+#: whether the all-sizes check must name a counterexample)
+SOMETIMES_WRONG = [
+    # rows <= M: one row past the end where M is not a multiple of BM
+    ("row mask `rows <= M`", lambda: _edit(GROUPED, "mask=(rows < M, cols < N))",
+                                          "mask=(rows <= M, cols < N))"),
+     {"M": 100, "N": 128, "K": 64}, True),
+    # a group seven rows wide for eight: wrong only from eight tile rows on
+    ("group width off by one", lambda: _edit(GROUPED, "A.minimum(num_pid_m - first_m, GROUP_M)",
+                                            "A.minimum(num_pid_m - first_m, GROUP_M - 1)"),
+     {"M": 1024, "N": 256, "K": 64}, False),
+    # the grouped order's tile count per group one row short
+    ("tiles per group one short", lambda: _edit(GROUPED, "tiles_per_group = GROUP_M * num_pid_n",
+                                               "tiles_per_group = (GROUP_M - 1) * num_pid_n"),
+     {"M": 1024, "N": 256, "K": 64}, False),
+    # a persistent stride one less than the grid: two programs meet on one tile
+    ("persistent stride one too small",
+     lambda: _edit(GEMM.program("expert").text, "A.num_programs(0), warp_specialize",
+                   "A.num_programs(0) - 1, warp_specialize"),
+     {"M": 4096, "N": 4096, "K": 64}, False),
+    # two column subtiles a column apart (a gap, and a column past each tile's end) or
+    # overlapping, or the second one's mask a column short
+    ("subtiles a column apart", lambda: _edit(_subtiles(GROUPED), "cols_hi = cols + BN // 2",
+                                             "cols_hi = cols + BN // 2 + 1"),
+     {"M": 100, "N": 200, "K": 64}, False),
+    ("subtiles overlapping", lambda: _edit(_subtiles(GROUPED), "cols_hi = cols + BN // 2",
+                                          "cols_hi = cols + BN // 4"),
+     {"M": 100, "N": 200, "K": 64}, False),
+    ("second subtile's mask a column short",
+     lambda: _edit(_subtiles(GROUPED), "mask=(rows < M, cols_hi < N))",
+                   "mask=(rows < M, cols_hi < N - 1))"),
+     {"M": 100, "N": 200, "K": 64}, False),
+    # a grid of M // BM tile rows: the last partial row of tiles is never written (a
+    # size divided other than by cdiv is a size test: checked size by size)
+    ("tile grid `M // BM`", lambda: _edit(GROUPED, "A.grid(A.cdiv(M, BM) * A.cdiv(N, BN))",
+                                         "A.grid(M // BM * A.cdiv(N, BN))"),
+     {"M": 100, "N": 128, "K": 64}, False),
+    ("plain grid `M // BM`", lambda: _edit(GEMM.program("baseline").text,
+                                          "A.grid(A.cdiv(M, BM), A.cdiv(N, BN))",
+                                          "A.grid(M // BM, A.cdiv(N, BN))"),
+     {"M": 100, "N": 128, "K": 64}, False),
+]
+
+
+@pytest.mark.parametrize("name,make,wrong_at,refuted", SOMETIMES_WRONG,
+                         ids=[m[0] for m in SOMETIMES_WRONG])
+def test_a_bug_wrong_only_at_some_sizes_is_not_proven_for_all_sizes(name, make, wrong_at,
+                                                                    refuted):
+    """Each program is wrong at `wrong_at` (most of them right at the first shape, 8192^3,
+    where every size is a multiple of every tile); the all-sizes check never proves it,
+    and where it refutes it, its counterexample's sizes show a violation of the same
+    class."""
+    prog = make()
+    at_shape = GEMM.shapes[0].sizes
+    wrong = check_program(prog, wrong_at, GEMM)
+    assert not wrong.ok, f"{name}: the seeded bug is not wrong at {wrong_at}"
+    report, why = check_for_all_sizes(prog, at_shape, GEMM)
+    assert report is None or not report.ok, f"{name} proven for all sizes:\n{report.render()}"
+    if report is None:
+        assert not refuted, f"{name}: no counterexample for all sizes ({why})"
+        return
+    v = report.violations[0]
+    assert set(v.sizes) >= {"M", "N", "K"}
+    again = check_program(prog, v.sizes, GEMM)
+    assert v.invariant in again.kinds(), (v.render(), again.render())

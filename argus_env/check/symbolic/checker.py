@@ -28,6 +28,7 @@ from ..isolated import Scope, back
 from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
+from .digits import digits_form, selectors, twins
 from .loops import run_loop
 from .radix import radix_form
 from .rules import effect, expr_rule
@@ -47,6 +48,9 @@ REALISE_TRIES = 4
 #: answers, and with which model, is the same on a loaded machine); about 10 ms of search.
 #: 0: no first try
 FAST_RLIMIT = 20_000
+#: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
+#: about 10 ms of search, per case where it is split
+DIGITS_RLIMIT = 100_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -266,7 +270,7 @@ class Checker:
                 return r, back(model) if model is not None else None
             if r == z3.unknown:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
-                if self._radix_unsat(facts):
+                if self._radix_unsat(facts) or self._digits_unsat(facts):
                     return z3.unsat, None
             budget = self.query_timeout_ms()
         s = self.scope.solver()
@@ -327,6 +331,69 @@ class Checker:
         s.set("timeout", self.query_timeout_ms())
         s.add(rewritten)
         return s.check() == z3.unsat
+
+    def _digits_unsat(self, facts) -> bool:
+        """Proven for all sizes: whether the facts are shown unsatisfiable once each index
+        divided by multiples of a tile count is written in its digits (`digits`: a linear
+        formula with every model of the facts), by z3's SMT core with `DIGITS_RLIMIT` per
+        try. Only `unsat` is taken, as for `_radix_unsat`."""
+        if not self.for_all:
+            return False
+        sizes = {self.size_terms[n].decl().name() for n in self.for_all}
+        got = digits_form(facts, self._at_least_one, sizes.__contains__)
+        if got is None:
+            return False
+        rewritten, tops = got
+
+        s = fast_solver(self.scope)
+
+        def unsat(f, *extra) -> bool:
+            # each try its own work limit (set anew: the limit counts from where it is set);
+            # what the SMT core leaves open is asked of the default solver (its
+            # preprocessing) under the same limit
+            for solver in (s, None):
+                if solver is None:
+                    solver = self.scope.solver()
+                solver.set("rlimit", DIGITS_RLIMIT)
+                solver.set("timeout", self.query_timeout_ms())
+                solver.push()
+                try:
+                    solver.add(f, *extra)
+                    r = solver.check()
+                finally:
+                    solver.pop()
+                if r != z3.unknown:
+                    return r == z3.unsat
+            return False
+
+        if unsat(rewritten):
+            return True
+        # two instances of a tile map: where their top digits (a grouped order's group)
+        # are shown equal, the second is replaced by the first (the same models); then the
+        # query is split on the values of a bounded divisor (the group's width), each case
+        # with the divisor replaced by its value and simplified: unsatisfiable in every
+        # case, and where the divisor has none of those values, it is unsatisfiable
+        pins = [(b, a) for a, b in twins(tops) if unsat(rewritten, a != b)]
+        base = z3.substitute(rewritten, *pins) if pins else rewritten
+        cases = selectors(base)
+        if not cases:
+            return bool(pins) and unsat(base)
+        term, values, conds = cases[0]
+        for c in values:
+            value = z3.IntVal(c, base.ctx)
+            if not unsat(z3.simplify(z3.substitute(base, (term, value))), term == value):
+                return False
+        # none of the values: every condition comparing the divisor with one is false
+        false = z3.BoolVal(False, base.ctx)
+        rest = z3.simplify(z3.substitute(base, *[(c, false) for c in conds]))
+        return unsat(rest, *[term != c for c in values])
+
+    def _at_least_one(self, term) -> bool:
+        """Whether `term` (of the check's own context) is at least 1 for every value of
+        its variables in their ranges (`interval`, with a memo of its own: z3 ids are
+        not shared between contexts)."""
+        b = interval(term, _Ranges(self.vars))
+        return b is not None and b[0] >= 1
 
     def undecided(self, what: str, reason: str) -> None:
         """Record an obligation neither proven nor refuted (once per obligation and line)."""
@@ -613,6 +680,16 @@ class Checker:
         if key not in self._pos_cache:
             self._pos_cache[key] = self.solve(self.path() + [b < 1], decide=True) is None
         return self._pos_cache[key]
+
+
+class _Ranges:
+    """The variables' ranges of `Vars`, with a memo of its own (`interval`)."""
+
+    def __init__(self, vars: Vars):
+        self.vars, self.bounds = vars, {}
+
+    def info(self, v):
+        return self.vars.info(v)
 
 
 def _false(c) -> bool:

@@ -59,7 +59,9 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                            scope=scope)
                 return
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
-    plain = [_some_lane(ck, w) for t in terms for w in _witnesses(t, x, defaults or {})]
+    sym = bool(ck.for_all)
+    plain = [_some_lane(ck, w) for t in terms
+             for w in _witnesses(t, x, defaults or {}, symbolic=sym)]
     shapes = [_shapes(t, x, defaults or {}) for t in terms]
     queries = []
     for inst, chosen in groups if groups is not None else [((), None)]:
@@ -143,10 +145,15 @@ def free_ids(exprs) -> set[str]:
     return set().union(*[free_names(e) for e in exprs])
 
 
-def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
+def _witnesses(term: Cov, x, defaults: dict, symbolic: bool = False) -> list[z3.BoolRef]:
     """`term` covers x at the bound variables a mixed-radix decomposition of x picks;
-    variables with equal coefficients are tried in every order (a few at most)."""
+    variables with equal coefficients are tried in every order (a few at most). With
+    `symbolic` (sizes proven for all values), a coefficient may be a term of the sizes (a
+    split-K program's `k_per_split`): it is taken as the largest, and x is divided by it
+    (the digits form of `Checker._digits_unsat` makes that query linear)."""
     dec = affine(term.idx, list(term.bound))
+    if dec is None and symbolic:
+        return _symbolic_witnesses(term, x, defaults)
     if dec is None:
         return []
     c0, coeffs = dec
@@ -159,6 +166,36 @@ def _witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
         perms = list(itertools.permutations(g))[:6]
         orders = [o + list(p) for o in orders for p in perms][:24]
     return [_witness(term, x, defaults, c0, order) for order in orders]
+
+
+def _symbolic_witnesses(term: Cov, x, defaults: dict) -> list[z3.BoolRef]:
+    """The witness of `_witnesses` for an index c0 + sum(c_v * v) whose coefficients are
+    constants or terms free of the bound variables: the symbolic ones first (in the
+    order met), then the constants, largest first. A guess only: the solver confirms it
+    (a wrong one costs a proof, never makes one)."""
+    bound = unique(term.bound)
+    zero = [(v, z3.IntVal(0)) for v in bound]
+    c0 = z3.simplify(z3.substitute(term.idx, *zero)) if zero else term.idx
+    names = {v.decl().name() for v in bound}
+    sym, const = [], []
+    for v in bound:
+        if not depends_on(term.idx, v):
+            continue
+        at1 = z3.substitute(term.idx, *[(w, z3.IntVal(1 if w.eq(v) else 0)) for w in bound])
+        c = z3.simplify(at1 - c0)
+        n = const_value(c)
+        if n is not None:
+            if n <= 0:
+                return []
+            const.append((v, n))
+        elif free_names(c) & names:
+            return []
+        else:
+            sym.append((v, c))
+    if not sym:
+        return []
+    order = sym + sorted(const, key=lambda vc: -vc[1])
+    return [_witness(term, x, defaults, c0, order)]
 
 
 def linear_in(e, v) -> int | None:

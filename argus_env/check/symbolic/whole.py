@@ -5,7 +5,8 @@
 - bijection: every element of an output tensor is written. Proven without enumerating
   the tensor: the writes are tiles `base + axis` (block form), the tile origins are
   aligned and in range, the map from program instances to origins is injective, the
-  masks keep every in-bounds element, and there are as many instances as tiles;
+  masks keep every in-bounds element, and there are as many instances as tiles (for all
+  sizes at once, `_counted_for_all`: the counts as terms of the sizes);
 - coverage at stores: the task's required coverage (a matrix product: every element of `c` sums
   K over [0, K) exactly once), combined over the atomic contributions of all writers
   (the proof itself is `coverage.exactly_once`).
@@ -31,7 +32,7 @@ import z3
 
 from . import tiles
 from .coverage import affine_index, exactly_once, unique
-from .solver import affine, const_value
+from .solver import affine, const_value, interval
 from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
 
 
@@ -118,6 +119,7 @@ def block_form(ck, w):
     misaligned = z3.Or(*[b % n != 0 for b, n in zip(bases, blocks)])
     w._block = None if ck.solve(w.path + [misaligned], decide=True) is not None \
         else (bases, blocks)
+    w._axes = axes  # the tile axis of each coordinate (None: a scalar index)
     return w._block
 
 
@@ -278,6 +280,10 @@ def _bijection_for_all(ck, tensor: str, ws: list) -> None:
     unwritten at the counterexample's sizes; otherwise undecided."""
     dims = ck.kernel.param(tensor).dims
     sizes = [ck.extent_terms[d] for d in dims]
+    how = _counted_for_all(ck, ws, sizes)
+    if how is not None:
+        ck.proven(f"{tensor}: every element written, for all sizes ({how})")
+        return
     ys = [ck.vars.fresh(f"y{i}", "point", 0, None) for i in range(len(dims))]
     covered = []
     for w in ws:
@@ -313,6 +319,171 @@ def _bijection_for_all(ck, tensor: str, ws: list) -> None:
         return
     ck.undecided(f"every element of `{tensor}` written (bijection, all sizes)",
                  "an element the tile map's closed form misses has another writer")
+
+
+def _counted_for_all(ck, ws, sizes) -> str | None:
+    """Every element written, for all sizes at once, by counting (quantifier-free queries
+    only, where the covering query of `_bijection_for_all` quantifies over a tile map the
+    solver cannot invert, a grouped or persistent order dividing by a tile count). The
+    writes (one, or several at one instance: an epilogue in column subtiles) are aligned
+    tiles whose offsets from the first write's are constants; together, per instance,
+    they span one *coarse tile* of extents B' from origin `o` (the least offset). Then:
+
+    1. units: each program id no grid-stride loop consumes (its grid extent), each
+       grid-stride loop `range(pid, stop, num_programs)` (its linear index, over
+       [0, stop): the (program id, iteration) pairs one-to-one, the grid at least 1), each
+       loop of constant bounds (its trip count); the path is nothing but their ranges
+       and the sizes' (no branch, no other constraint);
+    2. the units the origin depends on reach as many values as there are coarse tiles,
+       prod(cdiv(S, B')), for every size (the same term once simplified); every other unit
+       reaches at least one value;
+    3. every origin lies inside the tensor, aligned to B';
+    4. distinct values of the units it depends on give distinct origins (no two share a
+       coarse tile);
+    5. every element of a coarse tile inside the tensor is a live element of some write at
+       that instance.
+
+    By 2-4 the origins are exactly the coarse tiles (an injective map between finite sets
+    of one size is onto), and by 5 each element of each is written. Returns how, or None
+    where a step does not apply or is not proven (then the covering query decides); a
+    failed or undecided step leaves no obligation behind."""
+    if any(block_form(ck, w) is None for w in ws):
+        return None
+    w0 = ws[0]
+    if any(w.frames != w0.frames or len(w.path) != len(w0.path) or
+           any(not a.eq(b) for a, b in zip(w.path, w0.path)) for w in ws[1:]):
+        return None
+    bases0 = w0._block[0]
+    offsets = []
+    for w in ws:
+        off = [const_value(z3.simplify(b - b0)) for b, b0 in zip(w._block[0], bases0)]
+        if None in off:
+            return None
+        offsets.append(off)
+    lo = [min(o[d] for o in offsets) for d in range(len(sizes))]
+    coarse = [max(o[d] + w._block[1][d] for o, w in zip(offsets, ws)) - lo[d]
+              for d in range(len(sizes))]
+    origin = [z3.simplify(b + l) if l else b for b, l in zip(bases0, lo)]
+    units = _units_for_all(ck, w0)
+    if units is None:
+        return None
+    names = frozenset().union(*[free_names(o) for o in origin])
+    mine = [u for u in units if u[2] & names]
+    before = list(ck.report.undecided)
+
+    def unsat(cons, what) -> bool:
+        # only a decided `unsat` counts; an undecided step is no obligation of the program
+        ok = ck.solve(cons, what, decide=True) is None and len(ck.report.undecided) == len(before)
+        ck.report.undecided[:] = before
+        return ok
+
+    for u in units:
+        if u not in mine and not _at_least(ck, u[1], 1):
+            return None
+    count = z3.IntVal(1)
+    for u in mine:
+        if not _at_least(ck, u[1], 1):
+            return None
+        count = count * u[1]
+    tiles = z3.IntVal(1)
+    for n, b in zip(sizes, coarse):
+        tiles = tiles * ((n + (b - 1)) / b if b > 1 else n)
+    if not z3.simplify(count).eq(z3.simplify(tiles)) and \
+            not unsat(ck.base_sizes + [count != tiles], "as many instances as tiles"):
+        return None
+    path = w0.path
+    outside = z3.Or(*[z3.Or(o < 0, o >= n) for o, n in zip(origin, sizes)])
+    if not unsat(path + [outside], "every tile origin inside the tensor"):
+        return None
+    if len(ws) > 1 or lo != [0] * len(lo):
+        misaligned = z3.Or(*[o % b != 0 for o, b in zip(origin, coarse) if b > 1])
+        if not unsat(path + [misaligned], "tile origins aligned"):
+            return None
+    c2 = ck.vars.copier("~c", kinds=("pid", "iter", "lane", "point"))
+    differ = z3.Or(*[c2(u[0]) != u[0] for u in mine]) if mine else z3.BoolVal(False)
+    injective = unsat(path + [c2(p) for p in path] + [differ] +
+                      [o == c2(o) for o in origin], "distinct tiles per instance")
+    if not injective:
+        return None
+    for w in ws:  # each write's origin is the coarse one shifted by a constant
+        if len(mine) == len(units):
+            w._origins_distinct = True  # the first query of `_exactly_once_tiles`
+        if not any(any(x[2].eq(u[0]) for x in ck.linear) for u in mine):
+            # the program ids and loop counters the origin depends on are the ones it
+            # names (the query of `_tile_pins`: equal origins, the same values of them)
+            w._pins = [u[0] for u in mine]
+    zs = [ck.vars.fresh(f"z{d}", "point", 0, b) for d, b in enumerate(coarse)]
+    inside = [z3.And(z >= 0, z < b) for z, b in zip(zs, coarse)]
+    inside += [o + z < n for o, z, n in zip(origin, zs, sizes)]
+    held = []
+    for w, off in zip(ws, offsets):
+        at = [z - (o - l) for z, o, l in zip(zs, off, lo)]
+        pairs = [(AXES[a], x) for a, x in zip(w._axes, at) if a is not None]
+        live = z3.substitute(w.live, *pairs) if pairs else w.live
+        held.append(z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(at, w._block[1])], live))
+    if not unsat(path + inside + [z3.Not(z3.Or(*held))], "every element of a tile written"):
+        return None
+    # coarse tiles of distinct origins are disjoint (aligned to B'), and within one the
+    # writes' boxes [o_k - o, o_k - o + B_k) are apart: then two writes share no element
+    boxes = [[(o - l, o - l + n) for o, l, n in zip(off, lo, w._block[1])]
+             for w, off in zip(ws, offsets)]
+    for i, w in enumerate(ws):
+        for j in range(i + 1, len(ws)):
+            if any(a[1] <= b[0] or b[1] <= a[0] for a, b in zip(boxes[i], boxes[j])):
+                _distinct_from(w).add(id(ws[j]))
+                _distinct_from(ws[j]).add(id(w))
+    return (f"{len(ws)} writes' " if len(ws) > 1 else "") + \
+        "tiles counted: as many instances as tiles, each inside, no two alike, none masked"
+
+
+def _units_for_all(ck, w) -> list | None:
+    """(variable, extent term, names) of each unit of write `w`'s instances
+    (`_counted_for_all`), or None where its path is more than their ranges."""
+    allowed = list(ck.base_sizes)
+    units, consumed = [], set()
+    for f in w.frames:
+        if f.kind != "loop":
+            return None
+        lin = next((x for x in ck.linear if x[1].eq(f.var)), None)
+        if lin is not None:
+            pid, t, v, step, _ = lin
+            if not z3.simplify(f.start).eq(pid):
+                return None
+            axis = next(i for i, p in enumerate(ck.pids) if p.eq(pid))
+            if not _at_least(ck, ck.grid_terms[axis], 1):
+                return None
+            consumed.add(axis)
+            allowed += [v >= 0, v < f.stop]
+            units.append((v, f.stop, frozenset(x.decl().name() for x in (v, pid, t))))
+            continue
+        start, stop, step = (const_value(x) for x in (f.start, f.stop, f.step))
+        if None in (start, stop, step) or step <= 0:
+            return None
+        allowed.append(z3.And(f.var >= 0, f.start + f.var * f.step < f.stop))
+        units.append((f.var, z3.IntVal(max(0, -(-(stop - start) // step))),
+                      frozenset([f.var.decl().name()])))
+    for i, (pid, g) in enumerate(zip(ck.pids, ck.grid_terms)):
+        allowed += [pid >= 0, pid < (g if ck.grid[i] is None else ck.grid[i])]
+        if i not in consumed:
+            units.append((pid, g, frozenset([pid.decl().name()])))
+    if any(not any(c.eq(a) for a in allowed) for c in w.path):
+        return None
+    return units
+
+
+def _at_least(ck, term, n: int) -> bool:
+    """Whether integer `term` (of the sizes) is at least n for every size in range."""
+    v = const_value(term)
+    if v is not None:
+        return v >= n
+    b = interval(term, ck.vars)
+    if b is not None and b[0] >= n:
+        return True
+    before = list(ck.report.undecided)
+    ok = ck.solve(ck.base_sizes + [term < n], "a positive extent", decide=True) is None \
+        and len(ck.report.undecided) == len(before)
+    ck.report.undecided[:] = before
+    return ok
 
 
 def _writer_of(ck, w, ys) -> tuple[list, list]:
