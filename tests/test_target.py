@@ -109,8 +109,11 @@ def test_backends_are_built_for_a_target():
     for name in ("model", "table"):
         backend = make_backend(name, a100)
         assert backend.target is a100 and backend.profile is a100.profile
-    with pytest.raises(ValueError, match="takes no options"):
+    with pytest.raises(ValueError, match=r"takes only \['estimator'\], got \['rounds'\]"):
         make_backend("model", a100, rounds=3)
+    assert make_backend("table", a100, estimator="analytic").estimator == "analytic"
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        make_backend("model", a100, estimator="oracle")
 
 
 @pytest.mark.parametrize("hardware", ["a100", "h100"])
