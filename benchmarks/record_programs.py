@@ -470,11 +470,23 @@ def walk_items(env_ids: list[str], programs: int, steps: int, seed: int, shapes=
     return items
 
 
+def draw_configuration(rng, base, fields):
+    """One configuration with each field drawn by `rng` from its values (`fields`:
+    `TaskSpace.field_values()`), or None for a draw that names no program (split-K
+    partials left uncombined); an unsplit draw's combine is dropped (nothing to combine)."""
+    import dataclasses
+    config = dataclasses.replace(base, **{f: rng.choice(v) for f, v in fields})
+    if getattr(config, "split_k", 1) == 1 and getattr(config, "combine", None):
+        config = dataclasses.replace(config, combine=None)   # nothing to combine
+    if getattr(config, "split_k", 1) > 1 and getattr(config, "combine", "") is None:
+        return None   # a primitive's first step alone (uncombined partials): no program
+    return config
+
+
 def sampled_configurations(task, target, n: int, seed: int) -> list:
     """`n` distinct catalog configurations of `task`, each field drawn uniformly from its
     transformation's values (and the baseline's own), kept where the mask allows them at
     one suite shape at least: a seeded sample of the space beyond the named sets."""
-    import dataclasses
     import random
     rng, space = random.Random(seed), task.space
     base, fields = space.baseline(), space.field_values()
@@ -482,12 +494,8 @@ def sampled_configurations(task, target, n: int, seed: int) -> list:
     for _ in range(200 * n):
         if len(out) >= n:
             break
-        config = dataclasses.replace(base, **{f: rng.choice(v) for f, v in fields})
-        if getattr(config, "split_k", 1) == 1 and getattr(config, "combine", None):
-            config = dataclasses.replace(config, combine=None)   # nothing to combine
-        if getattr(config, "split_k", 1) > 1 and getattr(config, "combine", "") is None:
-            continue   # a primitive's first step alone (uncombined partials): no program
-        if config in seen:
+        config = draw_configuration(rng, base, fields)
+        if config is None or config in seen:
             continue
         seen.add(config)
         if any(space.config_reason(config, {"sizes": c.sizes, "target": target}) is None
@@ -501,7 +509,6 @@ def model_top_items(task, board_shapes: set, seed: int, log=None) -> list:
     the space (each field from its transformation's values) that the mask allows on
     `TOP_HARDWARE`, priced by its corrected cost model; the `TOP_N` fastest that its
     tables lack and the checker proves, as items."""
-    import dataclasses
     import random
 
     from argus_env.check import check_program
@@ -520,12 +527,8 @@ def model_top_items(task, board_shapes: set, seed: int, log=None) -> list:
         for _ in range(20 * TOP_POOL):
             if len(seen) >= TOP_POOL:
                 break
-            config = dataclasses.replace(base, **{f: rng.choice(v) for f, v in fields})
-            if getattr(config, "split_k", 1) == 1 and getattr(config, "combine", None):
-                config = dataclasses.replace(config, combine=None)
-            if getattr(config, "split_k", 1) > 1 and getattr(config, "combine", "") is None:
-                continue
-            if config in seen or space.config_reason(
+            config = draw_configuration(rng, base, fields)
+            if config is None or config in seen or space.config_reason(
                     config, {"sizes": case.sizes, "target": target}) is not None:
                 continue
             seen.add(config)

@@ -105,7 +105,7 @@ class Correction:
         self.range = (-math.inf, math.inf)
 
     def fit(self, train: list[Sample]) -> "Correction":
-        from .correction import TreeCorrection, export
+        from .correction import TreeCorrection
         self.names = feature_names(train)
         y = [math.log(s.measured_ms / s.model_ms) for s in train]
         self.model.fit([self._row(s.structure) for s in train], y)
