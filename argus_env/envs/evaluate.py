@@ -267,6 +267,10 @@ class Evaluator:
                         analysis=an)
         if spec is not None:
             ev.timings["numerics_start"] = t0 - ts
+            if report.ok:
+                spec.trust.set()  # proven: its worker process may serve the next program
+            else:
+                spec.reject()
         try:
             ev.features = an.features
         except Exception as e:  # noqa: BLE001 - a program without a dot, say
@@ -503,21 +507,38 @@ def _labelled(answer: dict, sizes: dict, budget: str) -> dict:
 class _Speculation:
     """One prepared request run by `worker` in a thread of its own, started now: the
     thread shares no object with the step (the request is bytes); `wait` gives its answer.
-    The worker's own lock makes a later request to it wait until this one is answered."""
+    The worker's own lock makes a later request to it wait until this one is answered.
+    The program is not proven when it starts: until `trust` is set (the checker proved
+    it), the process that ran it serves no other request (`Worker.run_prepared`)."""
 
     def __init__(self, worker, key: tuple, request: bytes, limit: float):
         self.worker, self.key = worker, key
+        self.trust = threading.Event()
         self._answer: dict | None = None
         self._thread = threading.Thread(target=self._run, args=(request, limit), daemon=True)
         self._thread.start()
 
     def _run(self, request: bytes, limit: float) -> None:
         try:
-            self._answer = self.worker.run_prepared(request,
+            self._answer = self.worker.run_prepared(request, trust=self.trust,
                                                     timeout=max(limit - time.monotonic(), 0.001))
         except BaseException as e:  # noqa: BLE001 - no verdict on the program: tried again
             self._answer = {"status": "fault", "ok": False, "transient": True,
                             "message": f"the numerics request failed: {type(e).__name__}: {e}"}
+
+    def reject(self) -> None:
+        """The checker refuted the program (or could not prove it): its run may have
+        damaged the worker process, which is replaced in the background once the run ends
+        (`Worker.prestart`), so the next program neither waits for nor inherits it."""
+        stops = self.worker.stops_so_far()
+        threading.Thread(target=self._replace, args=(stops,), daemon=True).start()
+
+    def _replace(self, stops: int) -> None:
+        self._thread.join()
+        try:
+            self.worker.prestart(stops)  # not after the evaluator is closed
+        except Exception:  # noqa: BLE001 - the next request starts one all the same
+            pass
 
     def wait(self, left: float) -> dict:
         """The answer, waiting at most `left` seconds (a timeout answer after that)."""

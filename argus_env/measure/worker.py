@@ -16,6 +16,13 @@ the user's main module (an unguarded script stays correct), and a daemonic proce
 `AsyncVectorEnv` worker, an RLlib env runner) may start it. A worker killed from outside
 (SIGKILL, SIGTERM, SIGINT that it did not raise itself) gives a `fault` answer marked
 `transient`: not a verdict on the program, so it is not remembered.
+
+A program may run before the checker has proven its accesses in bounds (`run_prepared`'s
+`trust`: the environment's numerics beside the check). Under the interpreter an
+out-of-bounds store writes through a raw pointer and may corrupt the process's heap
+without crashing it there, so a process that ran such a program serves no further
+request until the program is proven (`trust` set); otherwise it is replaced first, and the
+next program's answer is never the earlier one's damage.
 """
 
 from __future__ import annotations
@@ -163,6 +170,10 @@ class Worker:
         self._stops = 0  # calls of `stop`: a request notes the count when it is made
         self.restarts = 0
         self.recycles = 0  # planned replacements after `recycle_after` programs
+        # (process, trust) of the last request that ran a program not yet proven safe:
+        # that process serves no other request unless `trust` is set by then
+        self._unproven = None
+        self.distrusted = 0  # processes replaced because an unproven program ran there
 
     def _start(self, stops: int | None = None) -> bool:
         """Start the process and wait until it is ready; False if it never is."""
@@ -229,15 +240,39 @@ class Worker:
             if conn is not self._conn:
                 conn.close()
 
-    def prestart(self) -> None:
+    def prestart(self, stops: int | None = None) -> None:
         """Start the process now without waiting for it, so that its imports (torch,
         Triton: about a second) overlap the caller's own work; a later request waits for
-        it to be ready."""
+        it to be ready. `stops`: a count of stops read earlier (`stops_so_far`); nothing
+        is started if `stop` was called since."""
         with self._lock:
+            if stops is not None and stops != self._stops:
+                return
+            self._drop_if_distrusted()
             if not self._alive():
                 if self._proc is not None:
                     self._halt()
                 self._spawn()
+
+    def stops_so_far(self) -> int:
+        """How many times `stop` was called (for `prestart`)."""
+        with self._state:
+            return self._stops
+
+    def _drop_if_distrusted(self) -> None:
+        """Replace the process (halt it: the next request or `prestart` starts another) if
+        the last program it ran is not proven safe (`run_prepared`'s `trust`). Under
+        `_lock`."""
+        unproven = self._unproven
+        if unproven is None:
+            return
+        proc, trust = unproven
+        if trust.is_set() or proc is not self._proc:
+            self._unproven = None
+            return
+        self._unproven = None
+        self.distrusted += 1
+        self._halt()
 
     def _alive(self) -> bool:
         proc = self._proc
@@ -250,6 +285,7 @@ class Worker:
     def ensure_started(self) -> bool:
         """Start the worker now (outside any request's time limit) unless it is running."""
         with self._lock:
+            self._drop_if_distrusted()
             return self._ensure_started()
 
     def _ensure_started(self, stops: int | None = None) -> bool:
@@ -323,15 +359,19 @@ class Worker:
         return self.run_prepared(self.prepare(program, task, sizes, seed, op, options, source),
                                  timeout)
 
-    def run_prepared(self, request: bytes, timeout: float | None = None) -> dict:
+    def run_prepared(self, request: bytes, timeout: float | None = None,
+                     trust: threading.Event | None = None) -> dict:
         """`run` for a request made by `prepare`: sends only bytes, so threads running
         requests share no object with one another. A `stop` called while the request runs
-        or waits for its turn ends it with `_stopped()`'s answer."""
+        or waits for its turn ends it with `_stopped()`'s answer. `trust`: the program is
+        not yet proven to stay in bounds; the process that runs it serves no later request
+        unless `trust` is set by the time that request comes (it is replaced first)."""
         with self._state:
             stops = self._stops
         with self._lock:
             try:
-                return self._run_request(request, timeout, stops)
+                self._drop_if_distrusted()
+                return self._run_request(request, timeout, stops, trust)
             except BaseException:
                 # given up midway (a KeyboardInterrupt in this thread): the process may
                 # still answer this request, and that answer would be read as the next
@@ -339,7 +379,8 @@ class Worker:
                 self._halt()
                 raise
 
-    def _run_request(self, request: bytes, timeout: float | None, stops: int) -> dict:
+    def _run_request(self, request: bytes, timeout: float | None, stops: int,
+                     trust: threading.Event | None = None) -> dict:
         conn = proc = None
         for attempt in range(2):  # a worker that died between requests is replaced once
             if stops != self._stops:
@@ -350,6 +391,8 @@ class Worker:
                     return _stopped()
                 try:
                     conn.send_bytes(request)
+                    if trust is not None:  # this process now runs an unproven program
+                        self._unproven = (proc, trust)
                     break
                 except OSError:  # BrokenPipeError: it died after the liveness check
                     self._let_go(conn)

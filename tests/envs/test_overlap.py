@@ -44,12 +44,17 @@ def test_a_rejected_program_is_never_scored_and_the_worker_goes_on():
     # a store without its mask: out of bounds on the ragged edge, which the checker refutes
     bad = Program.from_text(text.replace(STORE, "A.store(c[rows, cols], A.cast(acc, A.bf16))"))
     ev = _evaluator(True)
+    worker = ev._numerics_workers(1)[0]
+    replaced = worker.distrusted + worker.restarts
     try:
         out = ev.evaluate(bad, SIZES)
         assert not out.report.ok and out.report.violations
         assert out.correctness is None and out.measurement is None and out.error is None
         good = ev.evaluate(TASK.program("baseline"), SIZES)  # waits for the dropped run
         assert good.report.ok and good.correctness["ok"] and good.measured
+        # the process that ran the refuted program (whose store may have corrupted its heap
+        # without crashing it, or crashed it) was replaced before it ran another
+        assert worker.distrusted + worker.restarts == replaced + 1
     finally:
         ev.close()
 

@@ -124,3 +124,30 @@ def test_the_same_program_again_is_not_a_new_one():
         assert w.recycles == 0
     finally:
         w.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proven", [False, True])
+def test_a_process_that_ran_an_unproven_program_serves_nothing_else_until_it_is_proven(proven):
+    """An out-of-bounds store under the interpreter may corrupt the heap without crashing
+    there (a later, innocent request then dies with "double free"): a process that ran a
+    program the checker has not proven serves the next request only once it is proven."""
+    w = Worker(interpret=True, timeout=60)
+    try:
+        assert w.ensure_started()
+        first = w._proc.pid
+        trust = threading.Event()
+        request = Worker.prepare(TASK.program("baseline").text, "gemm", SMALL)
+        assert w.run_prepared(request, trust=trust)["ok"]
+        if proven:
+            trust.set()
+        assert w.run(TASK.program("baseline").text, "gemm", SMALL)["ok"]
+        assert (w._proc.pid == first) is proven, (first, w._proc.pid)
+        assert w.distrusted == (0 if proven else 1) and w.restarts == 0
+        # a trust set only after the process was replaced changes nothing
+        trust.set()
+        again = w._proc.pid
+        assert w.run(TASK.program("baseline").text, "gemm", SMALL)["ok"]
+        assert w._proc.pid == again
+    finally:
+        w.stop()
