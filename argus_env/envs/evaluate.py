@@ -594,11 +594,20 @@ def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict],
     the caller has them (`Analysis.program_sizes`); `sms`: the target's SM count, which
     `A.num_sms()` reads at the real size (the interpreter's is
     `lower.runtime.INTERPRETER_NUM_SMS`; by default the checker's, an H200's). Raises
-    `CheckUnsupported` when no such shape is found, or when the program computes a value
-    from its sizes in a way the regimes cannot follow (the program is refused, not run at
-    the wrong regime only)."""
+    `CheckUnsupported` when no such shape is found, when the program computes a value
+    from its sizes in a way the regimes cannot follow, or when a float depends on its
+    element's position other than through a mask (`check.uniform`): the program is
+    refused, not run at the wrong regime or at small indices only."""
     from ..check.regimes import NUM_SMS, conditions, realise, regime
+    from ..check.uniform import positional
     from ..lower.runtime import INTERPRETER_NUM_SMS
+    found = positional(program.kernel)
+    if found is not None:  # a float that depends on where its element is
+        raise CheckUnsupported(f"`{found.text}`: {found.why}, so the float computed differs "
+                               f"with the element's position (not through a mask), and the "
+                               f"numerics at reduced shapes, which reach only small indices, "
+                               f"need not hold at the episode's sizes: the program is refused",
+                               found.line)
     conds = conditions(program.kernel)
     if not conds or not shapes:
         return shapes
