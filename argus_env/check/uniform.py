@@ -10,6 +10,10 @@ which neither is a mask's fill (`A.where(rows < 4096, acc, 2.0 * acc)`) — can 
 every position a reduced shape reaches and wrong past them, and the checker sees nothing
 (the tags and coverage are the same either way).
 
+A float carried around a loop and combined, at each iteration, with a value carrying no
+data (`f = f * 1.003`, `A.dot(a, b, acc * 1.003)`) depends on the trip count, which the
+reduced shapes keep small: refused too (a running softmax rescales by data, `alpha`).
+
 Masks stay allowed: `A.where(cond, x, c)` with one side carrying data and the other none
 (a fill constant) is followed by the checker element by element (a fill carries no data:
 a wrong mask is a coverage violation at the real size), and so are load and store masks.
@@ -58,6 +62,7 @@ class _Walk:
         self.consts = dict(kernel.consts)
         self.env: dict[str, Kind] = {}
         self.found: Positional | None = None
+        self.carried: set[str] = set()   # floats carried around the loop being walked
 
     def flag(self, e, why: str) -> None:
         if self.found is None:
@@ -93,6 +98,14 @@ class _Walk:
         if e.op in ("<", "<=", ">", ">=", "==", "!="):
             return Kind(out.index, out.data, False, False)
         is_float = a.float or b.float or e.op == "/"
+        if self.carried and e.op in ("+", "-", "*", "/"):
+            for x, y, kx in ((e.lhs, e.rhs, a), (e.rhs, e.lhs, b)):
+                other = b if kx is a else a
+                if kx.float and _names(x) & self.carried and not _names(y) & self.carried \
+                        and not other.data:
+                    self.flag(e, "a float carried around a loop is combined with a value "
+                                 "carrying no data at each iteration, so it depends on the "
+                                 "trip count")
         for x, y in ((a, b), (b, a)):
             if is_float and not x.float and x.index and not x.data and e.op != "/" \
                     or e.op == "/" and x.index and not x.data and not x.float:
@@ -160,13 +173,19 @@ class _Walk:
         for s in stmts:
             if isinstance(s, ir.Assign):
                 k = self.kind(s.value)
+                derived = bool(_names(s.value) & self.carried)
                 for name in s.targets:
                     self.env[name] = k
+                    if derived and k.float:  # this iteration's value of a carried float
+                        self.carried = self.carried | {name}
             elif isinstance(s, ir.ExprStmt):
                 self.kind(s.value)
             elif isinstance(s, ir.For):
                 it = self.kind(s.iter)
                 self.env[s.var] = Kind(index=True, data=it.data)
+                outer = self.carried
+                self.carried = outer | {n for n in _exposed(s.body, set()) & _assigned(s.body)
+                                        if n in self.env and self.env[n].float}
                 # values carried around the loop depend on the iteration: twice, so that
                 # what the first pass assigned is seen carried by the second
                 for _ in range(2):
@@ -174,6 +193,7 @@ class _Walk:
                     for name in _assigned(s.body):
                         k = self.env.get(name, Kind())
                         self.env[name] = Kind(True, k.data, k.float, False)
+                self.carried = outer
             elif isinstance(s, ir.If):
                 c = self.kind(s.cond)
                 before = dict(self.env)
@@ -190,6 +210,42 @@ class _Walk:
                         self.flag(s.cond, "an index chooses a float value")
                     self.env[name] = Kind(k.index or c.index, k.data or c.data,
                                           a.float or b.float, False)
+
+
+def _exposed(stmts, assigned: set[str]) -> set[str]:
+    """Names `stmts` read before assigning them (in order; a name assigned on one way of
+    an `if` only is still unassigned after it): the values a loop body carries."""
+    out: set[str] = set()
+    for s in stmts:
+        if isinstance(s, ir.Assign):
+            out |= _names(s.value) - assigned
+            assigned = assigned | set(s.targets)
+        elif isinstance(s, ir.ExprStmt):
+            out |= _names(s.value) - assigned
+        elif isinstance(s, ir.For):
+            out |= _names(s.iter) - assigned
+            out |= _exposed(s.body, assigned | {s.var})
+        elif isinstance(s, ir.If):
+            out |= _names(s.cond) - assigned
+            out |= _exposed(s.body, assigned) | _exposed(s.orelse, assigned)
+            assigned = assigned | (_assigned(s.body) & _assigned(s.orelse))
+    return out
+
+
+def _names(e) -> set[str]:
+    if isinstance(e, ir.Name):
+        return {e.id}
+    if isinstance(e, ir.BinOp):
+        return _names(e.lhs) | _names(e.rhs)
+    if isinstance(e, ir.UnaryOp):
+        return _names(e.operand)
+    if isinstance(e, ir.Call):
+        return set().union(*[_names(v) for _, v in (*e.args, *e.tags)])
+    if isinstance(e, ir.TupleExpr):
+        return set().union(*[_names(x) for x in e.elts])
+    if isinstance(e, ir.Subscript):
+        return set().union(_names(e.base), *[_names(x) for x in e.index])
+    return set()
 
 
 def _union(kinds) -> Kind:

@@ -4,7 +4,9 @@ The checker proves data flow at the real size and tracks no float; numerics run 
 shapes, whose indices stay small. A program that computes its float values differently
 past some row (`A.where(rows < 4096, acc, 2.0 * acc)`, `acc + A.cast(rows // 4096, A.f32)`)
 has the same tags and coverage either way, is right at every reduced shape, and was proven,
-passed and measured while wrong at the episode's size. Such a float is refused
+passed and measured while wrong at the episode's size. So is a float carried around a loop and
+scaled or shifted by a constant at each step (`A.dot(a, b, acc * 1.003)`): right at the
+reduced shapes' few steps, twice the product at K=8192. Such a float is refused
 (`argus_env.check.uniform`); masks (one side data, the other a fill) stay, since the
 checker follows them element by element.
 """
@@ -48,6 +50,16 @@ POSITIONAL = {
     "full": storing("acc * A.full((BM, BN), pid_n // 64, A.f32)"),
     "true-division": storing("acc * (1.0 + pid_m / 1000000)"),
 }
+LOOP_DOT = "        acc = A.dot(a_tile, b_tile, acc)"
+# a float carried around the k loop and scaled by a constant at each step: 1.003 ** 2 at
+# the reduced shapes, 1.003 ** 256 (2.15) at K=8192 with BK=32
+POSITIONAL["trip-count-factor"] = storing("acc * f", "").replace(
+    "    acc = A.zeros((BM, BN), A.f32)\n", "    acc = A.zeros((BM, BN), A.f32)\n    f = 1.0\n"
+).replace(LOOP_DOT, LOOP_DOT + "\n        f = f * 1.003")
+POSITIONAL["trip-count-accumulator"] = BASE.replace(
+    LOOP_DOT, "        acc = A.dot(a_tile, b_tile, acc * 1.003)")
+POSITIONAL["trip-count-through-a-name"] = BASE.replace(
+    LOOP_DOT, "        grown = acc + 0.01\n        acc = A.dot(a_tile, b_tile, grown)")
 
 
 @pytest.mark.parametrize("name", list(POSITIONAL))
@@ -86,7 +98,7 @@ def test_sampled_configurations_are_not_positional():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["where-two-values", "cast-index"])
+@pytest.mark.parametrize("name", ["where-two-values", "cast-index", "trip-count-accumulator"])
 def test_positional_hacks_earn_nothing_in_the_environment(name):
     env = gym.make("Argus-GEMM-v0", mode="text")   # model backend, interpreter numerics
     try:
