@@ -367,7 +367,8 @@ class Evaluator:
         shapes = self.check_shapes
         if getattr(self.task, "reduced_shapes", None) is not None:
             shapes = self.task.reduced_shapes(sizes) or shapes
-        shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes)
+        shapes = regime_shapes(self.task, program, sizes, shapes, real=an.program_sizes,
+                               sms=self.target.sms)
         return shapes, ("numerics", an.numerics_key,
                         tuple(tuple(sorted(s.items())) for s in shapes))
 
@@ -586,28 +587,56 @@ def _run_lanes(workers: list, n: int, run) -> list[dict]:
 
 
 def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict],
-                  real: dict | None = None) -> list[dict]:
+                  real: dict | None = None, sms: int | None = None) -> list[dict]:
     """`shapes`, plus a small shape in the episode's size regime when none of them is in it:
     a program that tests its sizes (`if M <= 130:`) must also be run where it behaves as at
     the real size (`argus_env.check.regimes`). `real`: the program's sizes at `sizes`, when
-    the caller has them (`Analysis.program_sizes`). Raises `CheckUnsupported` when no such
-    shape is found (the program is refused, not run at the wrong regime only)."""
-    from ..check.regimes import conditions, realise, regime
+    the caller has them (`Analysis.program_sizes`); `sms`: the target's SM count, which
+    `A.num_sms()` reads at the real size (the interpreter's is
+    `lower.runtime.INTERPRETER_NUM_SMS`; by default the checker's, an H200's). Raises
+    `CheckUnsupported` when no such shape is found, when the program computes a value
+    from its sizes in a way the regimes cannot follow, or when a float depends on its
+    element's position other than through a mask (`check.uniform`): the program is
+    refused, not run at the wrong regime or at small indices only."""
+    from ..check.regimes import NUM_SMS, conditions, realise, regime
+    from ..check.uniform import positional
+    from ..lower.runtime import INTERPRETER_NUM_SMS
+    found = positional(program.kernel)
+    if found is not None:  # a float that depends on where its element is
+        raise CheckUnsupported(f"`{found.text}`: {found.why}, so the float computed differs "
+                               f"with the element's position (not through a mask), and the "
+                               f"numerics at reduced shapes, which reach only small indices, "
+                               f"need not hold at the episode's sizes: the program is refused",
+                               found.line)
     conds = conditions(program.kernel)
     if not conds or not shapes:
         return shapes
+    opaque = next((c for c in conds if c.opaque), None)
+    if opaque is not None:
+        raise CheckUnsupported(f"the program computes `{opaque.text}` from the problem sizes "
+                               f"in a way whose size regimes cannot be followed (a bit "
+                               f"operation, a math function or a rounding cast of a size), so "
+                               f"its numerics at reduced shapes need not hold at the episode's "
+                               f"sizes: the program is refused", opaque.line)
+    if sms is None:
+        from ..check.symbolic.checker import DEFAULT_NUM_SMS as sms
     real = task.program_sizes(program, sizes) if real is None else real
+    real = {**real, NUM_SMS: int(sms)}
+
+    def at(s: dict) -> dict:  # a reduced shape's sizes, run under the interpreter
+        return {**task.program_sizes(program, s), NUM_SMS: INTERPRETER_NUM_SMS}
     want = regime(conds, real)
-    if any(regime(conds, task.program_sizes(program, s)) == want for s in shapes):
+    if any(regime(conds, at(s)) == want for s in shapes):
         return shapes
-    extra = realise(conds, real, shapes[0])
+    extra = realise(conds, real, {**shapes[0], NUM_SMS: INTERPRETER_NUM_SMS})
     if extra is not None:
         try:
             task.check_sizes(extra)
         except ValueError:
             extra = None
-    if extra is None or regime(conds, task.program_sizes(program, extra)) != want:
-        first = next(c for c, w, g in zip(conds, want, regime(conds, shapes[0])) if w != g)
+    if extra is None or regime(conds, at(extra)) != want:
+        first = next(c for c, w, g in zip(conds, want, regime(conds, at(shapes[0])))
+                     if w != g)
         raise CheckUnsupported(f"the program's behaviour depends on the problem sizes "
                                f"(`{first.text}` is {want[conds.index(first)]} at the "
                                f"episode's sizes) and no small shape behaves the same, so its "

@@ -73,10 +73,65 @@ def test_numerics_get_a_shape_in_the_real_sizes_regime(name):
     assert all(got[-1][d] <= REAL[d] for d in REAL), got[-1]
 
 
+# a factor that is 1 at every reduced shape and 2 at the real size, computed by a route the
+# size conditions once did not follow (a shift, the grid's extent read back)
+HIDDEN_ABOVE = {
+    "shift": scaled("    f = A.cast(1 + (M >> 12), A.f32)\n", "acc * f"),
+    "shift-compare": scaled("    f = A.where((M >> 8) > 0, 2.0, 1.0)\n", "acc * f"),
+    "num-programs": scaled("    f = A.cast(1 + A.num_programs(0) // 60, A.f32)\n", "acc * f"),
+}
+# sizes reaching a value through what no regime can follow: refused, never run at the
+# reduced shapes only
+OPAQUE = {
+    "sqrt": scaled("    f = A.where(A.sqrt(A.cast(M, A.f32)) > 60.0, 2.0, 1.0)\n", "acc * f"),
+    "bf16-rounding": scaled("    f = A.cast(A.cast(M + 1, A.bf16) - A.cast(M, A.bf16), A.f32)\n",
+                            "acc * f"),
+    "bit-and": scaled("    f = A.cast(1 + (M & 4096), A.f32)\n", "acc * f"),
+    "exp": scaled("    f = A.exp(A.cast(M, A.f32) * -0.01)\n", "acc * (1.0 + f)"),
+}
+
+
+@pytest.mark.parametrize("name", list(HIDDEN_ABOVE))
+def test_hidden_size_thresholds_get_a_shape_in_the_real_sizes_regime(name):
+    program = Program.from_text(HIDDEN_ABOVE[name])
+    conds = conditions(program.kernel)
+    assert conds, "the size conditions were not found"
+    shapes = _check_shapes(TASK, 2)
+    got = regime_shapes(TASK, program, REAL, shapes)
+    assert len(got) == len(shapes) + 1, got
+    assert all(got[-1][d] <= REAL[d] for d in REAL), got[-1]
+
+
+@pytest.mark.parametrize("name", list(OPAQUE))
+def test_sizes_through_what_no_regime_follows_are_refused(name):
+    from argus_env.check import CheckUnsupported
+    program = Program.from_text(OPAQUE[name])
+    assert any(c.opaque for c in conditions(program.kernel))
+    with pytest.raises(CheckUnsupported, match="cannot be followed"):
+        regime_shapes(TASK, program, REAL, _check_shapes(TASK, 2))
+
+
+def test_the_sm_count_is_the_targets_at_the_real_size_and_the_interpreters_below():
+    """`A.num_sms()` is 132 on an H200 and 3 under the interpreter: a factor keyed on it is
+    right wherever numerics run and wrong on the GPU; no reduced shape can change the SM
+    count, so it is refused. A persistent grid's `A.minimum(A.num_sms(), tiles)` is no
+    regime (the checker follows the grid at the real size)."""
+    from argus_env.check import CheckUnsupported
+    program = Program.from_text(scaled("    f = A.cast(1 + A.num_sms() // 100, A.f32)\n",
+                                       "acc * f"))
+    with pytest.raises(CheckUnsupported, match="num_sms"):
+        regime_shapes(TASK, program, REAL, _check_shapes(TASK, 2), sms=132)
+    fine = regime_shapes(TASK, program, REAL, _check_shapes(TASK, 2), sms=99)  # 99 // 100 = 0
+    assert fine == _check_shapes(TASK, 2)
+    assert conditions(TASK.program("expert").kernel) == []
+
+
 def test_task_programs_have_no_size_regimes():
     """Honest programs keep their numerics shapes: no condition on sizes at all."""
-    for name in TASK.programs:
-        assert conditions(TASK.program(name).kernel) == [], name
+    for task in ("gemm", "attention", "moe", "rmsnorm"):
+        task = get_task(task)
+        for name in task.programs:
+            assert conditions(task.program(name).kernel) == [], (task.name, name)
 
 
 def test_realise_keeps_sizes_the_conditions_do_not_name():
@@ -96,9 +151,10 @@ def env():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["where", "where-2x", "reciprocal", "high-threshold", "two-dims"])
+@pytest.mark.parametrize("name", ["where", "where-2x", "reciprocal", "high-threshold", "two-dims",
+                                  "shift", "num-programs"])
 def test_threshold_hacks_earn_nothing_in_the_environment(env, name):
-    text = {**ZERO_ABOVE, **OTHER_ABOVE}[name]
+    text = {**ZERO_ABOVE, **OTHER_ABOVE, **HIDDEN_ABOVE}[name]
     env.reset(seed=0, options={"shape": "square-4096"})
     _, reward, _, _, info = env.step(text)
     assert info["error"] is None, info["error"]
@@ -108,6 +164,15 @@ def test_threshold_hacks_earn_nothing_in_the_environment(env, name):
         assert info["failure"] == "mismatch", (info["failure"], info["failure_message"])
     _, bonus, term, _, _ = env.step("submit()")
     assert term and bonus < 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sqrt", "bit-and"])
+def test_opaque_size_values_are_refused_in_the_environment(env, name):
+    env.reset(seed=0, options={"shape": "square-4096"})
+    _, reward, _, _, info = env.step(OPAQUE[name])
+    assert info["error"] and "cannot be followed" in info["error"], info["error"]
+    assert reward < 0
 
 
 def test_an_infinite_literal_is_no_threshold():
