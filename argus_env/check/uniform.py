@@ -16,7 +16,11 @@ reduced shapes keep small: refused too (a running softmax rescales by data, `alp
 
 Masks stay allowed: `A.where(cond, x, c)` with one side carrying data and the other none
 (a fill constant) is followed by the checker element by element (a fill carries no data:
-a wrong mask is a coverage violation at the real size), and so are load and store masks.
+a wrong mask is a coverage violation at the real size), and so are load and store masks;
+a mask's value does not carry its condition's index on. Data in a condition does not
+excuse its index (`rows + A.cast(acc * 0.0, A.i32) < 4096` is still positional). A value
+carried around a loop is positional when no data reaches it (a counter); one that carries
+data is left to the trip-count rule below.
 Integer index arithmetic (addresses, masks) is the checker's too. `positional` names the
 first index-dependent float of a kernel, or None; the environment refuses such a program
 (`CheckUnsupported`) rather than trusting its numerics to the reduced shapes.
@@ -137,14 +141,18 @@ class _Walk:
         if e.fn == "where":
             c, x, y = (self.kind(args.get(k)) for k in ("cond", "x", "y"))
             is_float = x.float or y.float
-            if is_float and c.index and not c.data:
-                # a mask: one side carries data, the other is an index-free fill
-                mask = (x.data and y.fill) or (y.data and x.fill)
-                if not mask:
+            # a mask: one side carries data, the other is an index-free fill; the checker
+            # follows it element by element, so its condition's index does not pass on
+            mask = (x.data and y.fill) or (y.data and x.fill)
+            if is_float and c.index:
+                if not mask:  # data in the condition does not launder the index
                     self.flag(e, "an index selects between two float values, neither a "
                                  "mask's fill")
                 elif (x.index and not x.data) or (y.index and not y.data):
                     self.flag(e, "an index selects a float value")
+            if mask:
+                out = x | y
+                return Kind(out.index, out.data or c.data, is_float, False)
             out = c | x | y
             return Kind(out.index, out.data, is_float, False)
         if e.fn == "full":
@@ -190,9 +198,11 @@ class _Walk:
                 # what the first pass assigned is seen carried by the second
                 for _ in range(2):
                     self.block(s.body)
+                    # (a value carrying data is followed by the carried-float rule
+                    # instead: combined with data at each step, it is not positional)
                     for name in _assigned(s.body):
                         k = self.env.get(name, Kind())
-                        self.env[name] = Kind(True, k.data, k.float, False)
+                        self.env[name] = Kind(k.index or not k.data, k.data, k.float, False)
                 self.carried = outer
             elif isinstance(s, ir.If):
                 c = self.kind(s.cond)
@@ -206,7 +216,7 @@ class _Walk:
                 for name in _assigned([s]):
                     a, b = sides[0].get(name, Kind()), sides[1].get(name, Kind())
                     k = a | b
-                    if c.index and not c.data and (a.float or b.float):
+                    if c.index and (a.float or b.float):
                         self.flag(s.cond, "an index chooses a float value")
                     self.env[name] = Kind(k.index or c.index, k.data or c.data,
                                           a.float or b.float, False)

@@ -49,6 +49,11 @@ POSITIONAL = {
                             "    for j in A.range(0, K, BK):\n        n = n + 1\n"),
     "full": storing("acc * A.full((BM, BN), pid_n // 64, A.f32)"),
     "true-division": storing("acc * (1.0 + pid_m / 1000000)"),
+    # an index condition laundered through data (a term that is always zero)
+    "laundered-condition": storing(
+        "A.where(rows[:, None] + A.cast(acc * 0.0, A.i32) < 4096, acc, acc * 2.0)"),
+    "laundered-if": storing("acc * f", "    f = 1.0\n    if pid_m + A.cast(A.max(A.max(acc, axis=1), axis=0) * 0.0, A.i32) > 63:\n"
+                            "        f = 2.0\n"),
 }
 LOOP_DOT = "        acc = A.dot(a_tile, b_tile, acc)"
 # a float carried around the k loop and scaled by a constant at each step: 1.003 ** 2 at
