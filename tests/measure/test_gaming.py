@@ -205,6 +205,78 @@ def test_a_split_grid_whose_splits_each_run_every_k_step_is_priced_by_those_step
     assert b.ms > 2 * a.ms, (a.ms, b.ms)
 
 
+# a 128x256x64 TMA-free wgmma product that runs (one trip of a two-deep loop nest) beside
+# the program's real work, its value folded into the output times zero
+RUNNING_DECOY = ("big = A.zeros((128, 256), A.f32)",
+                 "brow = A.arange(128)",
+                 "bcol = A.arange(256)",
+                 "for j in A.range(0, 1):",
+                 "    for i in A.range(0, 64, 64):",
+                 "        js = i + A.arange(64)",
+                 "        big = A.dot(A.load(a[brow, js], mask=(brow < M, js < K), other=0.0),",
+                 "                    A.load(b[js, bcol], mask=(js < K, bcol < N), other=0.0),",
+                 "                    big, mma=A.wgmma)",
+                 "acc = acc + A.sum(A.sum(big, 1), 0) * 0.0")
+BASE_K_LOOP = """    for k in A.range(0, K, BK):
+        ks = k + A.arange(BK)
+        a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)
+        b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)
+        acc = A.dot(a_tile, b_tile, acc)
+"""
+
+
+def _features(program: Program, sizes: dict):
+    from argus_env.measure.features import extract
+    return extract(GEMM.bind(program, sizes), sizes, GEMM, target=H200)
+
+
+def test_a_dot_run_once_in_a_deeper_loop_does_not_lend_its_tile_to_the_real_work():
+    """A wgmma 128x256 product run once per program in a two-deep loop nest (deeper than
+    the k loop) beside a 16x16 FMA k loop doing the work: was taken as the main dot and
+    priced like the expert (41x below the FMA program). The main dot is the loop whose
+    dots take longest in the busiest program."""
+    clean = Program.from_text(FMA_GEMM)
+    gamed = Program.from_text(add_after(FMA_GEMM, "acc = A.dot(", *RUNNING_DECOY, indent=4))
+    f = _features(gamed, SQUARE)
+    assert (f.block_m, f.block_n, f.mma) == (16, 16, "fma"), f.key()
+    assert price(gamed, SQUARE).ms >= price(clean, SQUARE).ms * 0.99
+
+
+def test_a_k_loop_repeated_by_an_enclosing_loop_is_priced_for_every_pass():
+    """The baseline's k loop run four times over (the accumulator reset each pass, the last
+    stored): four times the k steps, once priced as one."""
+    base = GEMM.program("baseline")
+    repeated = "    for rep in A.range(0, 4):\n        acc = A.zeros((BM, BN), A.f32)\n" + \
+        "".join("    " + x + "\n" for x in BASE_K_LOOP.splitlines())
+    text = base.text.replace(BASE_K_LOOP, repeated)
+    assert text != base.text
+    gamed = Program.from_text(text)
+    assert _features(gamed, SQUARE).k_iterations == 4 * _features(base, SQUARE).k_iterations
+    assert price(gamed, SQUARE).ms > 2 * price(base, SQUARE).ms
+
+
+def test_a_second_pass_over_k_in_a_loop_of_its_own_is_priced():
+    """A second k loop beside the main one (its product folded in times zero): the same
+    dots again, once left out of the price."""
+    base = GEMM.program("baseline")
+    text = base.text.replace(BASE_K_LOOP, BASE_K_LOOP.replace("acc", "acc2") + BASE_K_LOOP)
+    text = text.replace("    acc = A.zeros((BM, BN), A.f32)\n",
+                        "    acc = A.zeros((BM, BN), A.f32)\n    acc2 = A.zeros((BM, BN), A.f32)\n")
+    text = text.replace("A.cast(acc, A.bf16)", "A.cast(acc + acc2 * 0.0, A.bf16)")
+    gamed = Program.from_text(text)
+    assert _features(gamed, SQUARE).k_iterations == 2 * _features(base, SQUARE).k_iterations
+    assert price(gamed, SQUARE).ms > 1.3 * price(base, SQUARE).ms
+
+
+@pytest.mark.parametrize("name", ["baseline", "expert", "prefetch", "splitk", "splitk_reduce",
+                                  "swapab"])
+def test_the_catalog_programs_main_loop_is_counted_as_the_contracted_size(name):
+    program = GEMM.program(name)
+    for sizes in (SQUARE, {"M": 512, "N": 4096, "K": 4096}, RAGGED):
+        f = _features(program, sizes)
+        assert f.k_iterations == -(-sizes["K"] // (f.block_k * f.split_k)), (name, sizes, f)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""
