@@ -277,6 +277,39 @@ def test_the_catalog_programs_main_loop_is_counted_as_the_contracted_size(name):
         assert f.k_iterations == -(-sizes["K"] // (f.block_k * f.split_k)), (name, sizes, f)
 
 
+def _branches_on(cond: str, fast: str, slow: str) -> str:
+    """The baseline with its k loop as `if cond:` the loop with `fast` dots, `else:` with
+    `slow` ones."""
+    base = GEMM.program("baseline").text
+    ind = lambda t: "".join("    " + x + "\n" for x in t.splitlines())
+    return base.replace(BASE_K_LOOP, f"    if {cond}:\n" + ind(BASE_K_LOOP.replace("acc)", fast)) +
+                        "    else:\n" + ind(BASE_K_LOOP.replace("acc)", slow)))
+
+
+@pytest.mark.parametrize("cond", ["(0 - M) % 5 == 3", "(0 - M) // 3 == -2731",
+                                  "A.cdiv(0 - M, 5) == -1638"])
+def test_a_branch_on_a_negative_remainder_is_not_decided_by_pythons_rounding(cond):
+    """`(0 - M) % 5` is 3 in Python and -2 on the GPU (and in the Triton interpreter): a
+    runtime integer's remainder takes the dividend's sign, its division rounds toward zero.
+    The live-program analysis decided the branch the Python way, so the program was priced
+    (and keyed in the table) as the baseline while the GPU runs the FMA loop of the other
+    branch."""
+    from argus_env.ir.live import live_key
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(_branches_on(cond, "acc)", "acc, mma=A.fma)"))
+    bound = GEMM.bind(gamed, SQUARE)
+    assert live_key(bound, SQUARE, H200.sms) != live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
+    assert _table_hit(gamed, SQUARE).ms > 1.5 * _table_hit(base, SQUARE).ms
+
+
+def test_a_branch_on_a_non_negative_remainder_is_still_decided():
+    from argus_env.ir.live import live_key
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(_branches_on("M % 5 == 2", "acc)", "acc, mma=A.fma)"))
+    assert live_key(GEMM.bind(gamed, SQUARE), SQUARE, H200.sms) == \
+        live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""
