@@ -97,19 +97,33 @@ class FailurePenalty(Reward):
 
 class SubmitBonus(Reward):
     """On submit: log(T / T_library) of the submitted program (0 at library parity),
-    or a penalty when the submitted program is not measured correct."""
+    or a penalty when the submitted program is not measured correct: `unmeasured` below
+    what submitting the episode's starting program earns where that is below the
+    library (else below parity). The starting program can always be submitted again
+    (undo, or its text), so breaking a slow program before submitting never pays: with a
+    flat penalty, a broken program (-1) out-earned a correct one below e^-1 of the
+    library (the GEMM baseline at 0.29: -1.22)."""
 
     name = "submit_bonus"
 
     def __init__(self, weight: float = 1.0, unmeasured: float = 1.0):
         super().__init__(weight)
         self.unmeasured = float(unmeasured)
+        self.start: float | None = None   # the starting program's bonus, where measured
+
+    def reset(self, state: Any = None) -> None:
+        ev = getattr(state, "evaluation", None)
+        m = getattr(ev, "measurement", None)
+        t, anchor = getattr(ev, "throughput", None), getattr(m, "anchor_tflops", None)
+        ok = bool(getattr(ev, "measured", False)) and t and anchor and \
+            math.isfinite(t) and math.isfinite(anchor) and t > 0 and anchor > 0
+        self.start = self.weight * math.log(t / anchor) if ok else None
 
     def update(self, event: StepEvent) -> float:
         if event.kind != "submit":
             return 0.0
         if not event.measured or not event.throughput or not event.anchor:
-            return -self.unmeasured
+            return -self.unmeasured + min(0.0, self.start or 0.0)
         return self.weight * math.log(event.throughput / event.anchor)
 
 

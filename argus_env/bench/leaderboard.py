@@ -14,7 +14,9 @@ Figures, per (env, track, budget) and agent:
 - **score**: the geometric mean over the track's shapes of the fraction of the library
   anchor (cuBLAS for GEMM) that the *submitted* kernel reaches, each shape's fraction the
   mean over seeds. An episode that submits nothing measurable scores 0, counted as
-  `FLOOR` in the geometric mean. The spread is the min and max (and std) over seeds of
+  `FLOOR` in the geometric mean; so does an episode of the board (any shape and seed some
+  line of it played) that an agent has no line for: an agent's best shapes or seeds alone
+  are not ranked above agents that played every episode. The spread is the min and max (and std) over seeds of
   the per-seed geometric means.
 - **best found**: the same mean over the best kernel the agent measured at any step.
 - **steps to 90%**: the first env step at which the agent's best-so-far trace reaches 90%
@@ -73,6 +75,8 @@ class Entry:
     live_failures: int = 0                             # submitted kernels that failed live
     live_score: float | None = None                    # None unless every episode is verified
     episode_rows: list = field(default_factory=list)   # (shape, seed, recorded, live figure)
+    missing: int = 0                                   # the board's episodes it has no line
+                                                       # for, each counted as a 0
 
     @property
     def is_verified(self) -> bool:
@@ -185,7 +189,8 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     by_agent: dict = {}
     for ln in lines:
         by_agent.setdefault(ln["agent"], []).append(ln)
-    entries = [_entry(agent, group, shapes, best_known, budget, live)
+    seeds = sorted({int(ln["seed"]) for ln in lines})
+    entries = [_entry(agent, group, shapes, best_known, budget, live, seeds)
                for agent, group in by_agent.items()]
     entries.sort(key=lambda e: (not e.is_verified, -e.ranked_score, -e.best_found, e.agent))
     for i, e in enumerate(entries, 1):
@@ -223,7 +228,12 @@ def live_figure(line: dict, live) -> dict | None:
 
 
 def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int,
-           live=None) -> Entry:
+           live=None, seeds: list | None = None) -> Entry:
+    """One agent's figures over the board's episodes: every shape of the board at every
+    seed of the board (`seeds`; None: the agent's own). An episode the agent has no line
+    for counts as one that submitted nothing (0), so that a line set of the agent's best
+    shapes or seeds (a submission's own suite of them) is not ranked over fewer episodes
+    than the agents that played them all."""
     from .live import live_frac
     e = Entry(agent, episodes=len(lines))
     by_seed: dict = {}
@@ -247,6 +257,15 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         e.invalid_rate += int(ln["invalid_actions"])
         for kind, n in (ln.get("violations_met") or {}).items():
             e.violations_by_kind[kind] = e.violations_by_kind.get(kind, 0) + int(n)
+    played = {(ln["shape"], int(ln["seed"])) for ln in lines}
+    for shape in shapes:
+        for seed in seeds if seeds is not None else []:
+            if (shape, seed) not in played:   # not played: nothing submitted, nothing found
+                e.missing += 1
+                e.per_shape.setdefault(shape, []).append(0.0)
+                e.best_per_shape.setdefault(shape, []).append(0.0)
+                if live:
+                    e.live_per_shape.setdefault(shape, []).append(0.0)
     here = [s for s in shapes if s in e.per_shape]
     e.score = geomean([statistics.fmean(e.per_shape[s]) for s in here])
     e.best_found = geomean([statistics.fmean(e.best_per_shape[s]) for s in here])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,9 +35,17 @@ class LiveFigures:
     sources: list = dataclasses.field(default_factory=list)   # {"file", "provenance"} per file
 
     def of(self, line: dict) -> dict | None:
-        """The live figure of a line's submitted program (None: not measured)."""
-        return self.figures.get(live_key(line["hardware"], line["env_id"], line["shape"],
-                                         line.get("submitted_program_hash")))
+        """The live figure of a line's submitted program (None: not measured). Raises
+        ValueError for a figure timed at other sizes than the line's shape has."""
+        fig = self.figures.get(live_key(line["hardware"], line["env_id"], line["shape"],
+                                        line.get("submitted_program_hash")))
+        if fig is not None and isinstance(fig.get("sizes"), dict) and \
+                isinstance(line.get("sizes"), dict) and \
+                {k: v for k, v in fig["sizes"].items()} != dict(line["sizes"]):
+            raise ValueError(f"a live figure of {line['env_id']} {line['shape']} "
+                             f"{line.get('submitted_program_hash')} was timed at sizes "
+                             f"{fig['sizes']}, the line's shape is {line['sizes']}")
+        return fig
 
     def __len__(self) -> int:
         return len(self.figures)
@@ -81,6 +90,15 @@ def read_live(path: Path, into: LiveFigures | None = None) -> LiveFigures:
             or type(data.get("hardware")) is not str:
         raise ValueError(f"{path}: a live-figures file is a mapping with 'hardware' (a name) "
                          "and 'figures' (a list)")
+    hardware = data["hardware"]
+    named = re.fullmatch(r"live_(.+)\.json", path.name)
+    if named and named.group(1).lower() != hardware.lower():
+        raise ValueError(f"{path}: the file is named for {named.group(1)!r} but holds "
+                         f"figures of {hardware!r}")
+    gpu = (data.get("provenance") or {}).get("gpu") if type(data.get("provenance")) is dict \
+        else None
+    if isinstance(gpu, str) and gpu and hardware.lower() not in gpu.lower().replace(" ", ""):
+        raise ValueError(f"{path}: figures of {hardware!r} timed on a {gpu!r} (provenance)")
     for n, fig in enumerate(data["figures"]):
         problem = _live_problem(fig, n)
         if problem:

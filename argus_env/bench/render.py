@@ -42,7 +42,8 @@ def _row(e: Entry) -> list[str]:
             f"{lo:.3f}-{hi:.3f} ({e.std:.3f})",
             f"{e.best_found:.3f}", f"{steps} ({e.reached}/{e.episodes})",
             f"{e.invalid_rate:.3f}", f"{e.violations_per_episode:.1f}",
-            f"{e.from_table}/{e.episodes}", f"{e.verified}/{e.episodes}", str(e.episodes)]
+            f"{e.from_table}/{e.episodes}", f"{e.verified}/{e.episodes}",
+            str(e.episodes) + (f" ({e.missing} missing, counted 0)" if e.missing else "")]
 
 
 def _ranking(b: Board) -> str:

@@ -46,12 +46,29 @@ def _mul(a, b):
     return (min(ps), max(ps))
 
 
+def _trunc_div(x, c):
+    """x / c rounded toward zero: what a GPU's signed integer division gives (Triton's `//`
+    on runtime integers, and its interpreter's), where Python's `//` rounds down."""
+    q = abs(x) // c
+    return q if x >= 0 else -q
+
+
 def _div(a, b, ceil=False):
+    """`a // b` (`A.cdiv(a, b)` with `ceil`) for a positive constant `b`. Where `a` may be
+    negative the two roundings differ: Python's (compile-time constants: floor) and the
+    GPU's (runtime integers: toward zero; `A.cdiv` is `(a + b - 1) // b`); the interval
+    holds both, so no branch is decided by the one the kernel does not run."""
     c = b[0]
     if b[0] != b[1] or not isinstance(c, (int, float)) or c <= 0 or math.isinf(c):
         return UNKNOWN
-    f = (lambda x: -(-x // c)) if ceil else (lambda x: x // c)
-    return tuple(x if math.isinf(x) else f(x) for x in a)
+    if ceil:
+        fs = (lambda x: -(-x // c), lambda x: _trunc_div(x + c - 1, c))
+    else:
+        fs = (lambda x: x // c, lambda x: _trunc_div(x, c))
+    lo, hi = a
+    lo = lo if math.isinf(lo) else min(f(lo) for f in fs)
+    hi = hi if math.isinf(hi) else max(f(hi) for f in fs)
+    return (lo, hi)
 
 
 def _cmp(op, a, b):
@@ -103,7 +120,11 @@ class _Eval:
                 return _div(a, b)
             if e.op == "%":
                 if a[0] == a[1] and b[0] == b[1] and b[0] and not math.isinf(a[0] + b[0]):
-                    return _point(a[0] % b[0])
+                    # Python's remainder takes the divisor's sign, the GPU's (runtime
+                    # integers) the dividend's: both where they differ
+                    py, c = a[0] % b[0], math.fmod(a[0], b[0])
+                    c = int(c) if isinstance(a[0], int) and isinstance(b[0], int) else c
+                    return _point(py) if py == c else (min(py, c), max(py, c))
                 return (0, b[0] - 1) if a[0] >= 0 and b[0] == b[1] and 0 < b[0] < INF \
                     else UNKNOWN
             if e.op in ("<", "<=", ">", ">=", "==", "!="):

@@ -18,14 +18,16 @@ without a dot does its products on the CUDA cores (`mma="fma"`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from ..dsl.program import Program
 from ..dsl.semantic import Scope
 from ..dsl.types import RefT, ScalarT, TileT
 from ..ir import nodes as ir
-from ..ir.live import (depends_on_position, feeds_index, live_program, loop_trips_by_axis,
-                       loop_work, order_depends_on, persistent_loop, persistent_work)
+from ..ir.live import (_Eval, _known, depends_on_position, feeds_index, live_program,
+                       loop_trips_by_axis, loop_work, order_depends_on, persistent_loop,
+                       persistent_work, trips_at_most)
 from ..ir.rewrite import walk
 from ..target import Target
 
@@ -102,7 +104,8 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
     k = program.kernel
     finder = _MainDot(program)
     finder.block(k.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
-    dot = finder.best
+    runs = _dot_runs(k, sizes, target, finder.dots)
+    dot = _main_dot(finder, runs, target)
     bm, bk, bn = dot["shape"] if dot else (16, 16, 16)
     warps = int(k.option("num_warps", 4))
     loop = dot["loop"] if dot else None
@@ -152,6 +155,24 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         trips = loop_trips_by_axis(k, sizes, target.sms, dot["for"])
         if trips is not None:
             k_iterations = max(1, trips)
+    if dot is not None and work is None:
+        # the main dot's calls in the busiest program, counted on integers (enclosing loops
+        # included): a program that repeats its k loop, or runs more programs than tiles,
+        # is priced for the k steps it executes, not for the contracted size once per tile
+        per_program = -(-tiles_mn * split // max(programs, 1))   # tiles the model gives one
+
+        def per_tile(steps: int) -> int:   # a program's steps, as steps of each of its tiles
+            spread = -(-steps // max(per_program, 1))
+            return spread if persistent else max(spread, -(-steps * programs //
+                                                           max(tiles_mn * split, 1)))
+        calls = runs.get(id(dot["call"]))
+        if calls:
+            k_iterations = max(k_iterations, per_tile(calls))
+        # the dots outside the main loop, as the main loop's steps taking as long at the
+        # main dot's instruction rate: a second pass over K costs a second pass
+        side = _side_steps(finder.dots, dot, runs, target, warps)
+        if side:
+            k_iterations += per_tile(side)
     kmajor = any(p.order == "col_major" for p in k.tensors if p.name not in program.info.outputs)
     flops = task.flops(sizes) if task is not None else 2.0 * bm * bn * bk
     min_bytes = task.min_bytes(sizes) if task is not None else 0.0
@@ -189,6 +210,8 @@ class _MainDot:
         self.warp_specialize = False
         self.sources: dict[str, frozenset] = {}   # name -> tensors its value was loaded from
         self.outer: list = []                     # the runtime loops around the statement
+        self.enclosing: list = []                 # every loop around it (static ones too)
+        self.dots: list[dict] = []                # every dot, in program order
 
     def block(self, stmts, scope: Scope, depth: int, loop) -> None:
         for s in stmts:
@@ -202,7 +225,9 @@ class _MainDot:
             inner.names[s.var] = ScalarT(self.typer.expr(s.iter, scope).dtype)
             runtime = s.iter.fn == "range"
             self.outer.append(s if runtime else None)
+            self.enclosing.append(s)
             self.block(s.body, inner, depth + runtime, s.iter if runtime else loop)
+            self.enclosing.pop()
             self.outer.pop()
             return
         if isinstance(s, ir.If):
@@ -237,7 +262,9 @@ class _MainDot:
                 "tma": tma, "bytes": a.dtype.itemsize, "count": 1,
                 "mma": mma.name if isinstance(mma, ir.Symbol) else None,
                 "a_from": self.tensors(call.arg("a")),
-                "for": loops[-1] if loops else None, "around": loops[-2] if len(loops) > 1 else None}
+                "for": loops[-1] if loops else None, "around": loops[-2] if len(loops) > 1 else None,
+                "enclosing": tuple(self.enclosing), "call": call}
+        self.dots.append(dict(info))
         if self.best is None or depth > self.best["depth"]:
             self.best = info
         elif depth == self.best["depth"] and loop is self.best["loop"]:
@@ -253,6 +280,93 @@ class _MainDot:
             elif isinstance(n, ir.Name):
                 out |= self.sources.get(n.id, frozenset())
         return frozenset(out)
+
+
+def _dot_runs(kernel: ir.Kernel, sizes: dict, target: Target, dots: list[dict]) -> dict:
+    """{id of a dot call: its calls in the busiest program}, where they can be counted:
+    the trips of its innermost runtime loop summed over that loop's entries, on integers
+    per program (`loop_trips_by_axis`), else the product of its enclosing loops' trip
+    bounds; times the unrolled loops inside that loop. A dot whose count is not known
+    (a bound read off a tile) is left out."""
+    ev = _Eval(_known(kernel, sizes), None, target.sms)
+    out: dict = {}
+    for d in dots:
+        loops = d["enclosing"]
+        runtime = [i for i, loop in enumerate(loops) if loop.iter.fn == "range"]
+        inner = runtime[-1] if runtime else -1
+        calls = 1.0
+        for loop in loops[inner + 1:]:
+            calls *= trips_at_most(loop.iter, ev)
+        if inner >= 0:
+            trips = loop_trips_by_axis(kernel, sizes, target.sms, loops[inner])
+            if trips is None:
+                trips = 1.0
+                for loop in loops[:inner + 1]:
+                    trips *= trips_at_most(loop.iter, ev)
+            calls *= trips
+        if not math.isinf(calls):
+            out[id(d["call"])] = int(calls)
+    return out
+
+
+def _dot_rate(target: Target, mma: str) -> float:
+    """A dot instruction's per-SM rate (FLOP/us), as the analytic model takes it."""
+    from .model import CalibrationParams
+    c, p = CalibrationParams.load(target.name), target.profile
+    if mma == "fma":
+        return p.fp32_tflops * 1e6 / p.sms
+    eff = c.wgmma_efficiency if mma == "wgmma" else c.mma_v2_efficiency
+    return p.bf16_tflops_peak * 1e6 / p.sms * eff
+
+
+def _dot_flops(d: dict) -> float:
+    m, kk, n = d["shape"]
+    return 2.0 * m * kk * n
+
+
+def _main_dot(finder: "_MainDot", runs: dict, target: Target) -> dict | None:
+    """The main dot: of the loops holding dots, the one whose dots take longest at their
+    instructions' rates in the busiest program (their calls counted, `_dot_runs`); the dot
+    in the deepest runtime loop where no count is known or the times tie. A dot that runs
+    once beside a loop of slow products does not set the program's tile or instruction."""
+    best = finder.best
+    if best is None or not finder.dots:
+        return best
+    warps = int(finder.program.kernel.option("num_warps", 4))
+
+    def seconds(group) -> float:
+        return sum(_dot_flops(d) * runs[id(d["call"])] /
+                   _dot_rate(target, target.mma_of(d["mma"], warps, d["shape"][0]))
+                   for d in group)
+
+    groups: list[list[dict]] = []
+    for d in finder.dots:
+        for g in groups:
+            if g[0]["loop"] is d["loop"] and g[0]["depth"] == d["depth"]:
+                g.append(d)
+                break
+        else:
+            groups.append([d])
+    known = [g for g in groups if all(id(d["call"]) in runs for d in g)]
+    mine = next((g for g in groups if any(d["call"] is best["call"] for d in g)), None)
+    if not known or mine is None or mine not in known:
+        return best
+    top = max(known, key=seconds)
+    if seconds(top) <= seconds(mine) * (1 + 1e-9):
+        return best
+    return {**top[0], "count": len(top)}
+
+
+def _side_steps(dots: list[dict], main: dict, runs: dict, target: Target, warps: int) -> int:
+    """The dots outside the main dot's loop in the busiest program (their calls counted,
+    `_dot_runs`), as main-loop steps of the main dots taking as long at their rate."""
+    group = [d for d in dots if d["loop"] is main["loop"] and d["depth"] == main["depth"]]
+    step = sum(_dot_flops(d) / _dot_rate(target, target.mma_of(d["mma"], warps, d["shape"][0]))
+               for d in group)
+    side = sum(_dot_flops(d) * runs.get(id(d["call"]), 0) /
+               _dot_rate(target, target.mma_of(d["mma"], warps, d["shape"][0]))
+               for d in dots if not any(d is g for g in group))
+    return math.ceil(side / step - 1e-9) if step > 0 and side > 0 else 0
 
 
 def _swapped(kernel: ir.Kernel, finder: _MainDot, dot, out_dims) -> bool:

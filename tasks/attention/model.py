@@ -158,8 +158,9 @@ def features(program: Program, sizes: dict | None = None, sms: int | None = None
     q_loads = [x for n in key_loops for x in walk(n) if isinstance(x, ir.Call) and x.fn == "load"
                and _tensor(x) == "q"]
     grid = next((c for c in calls if c.fn == "grid"), None)
+    block_m, block_n = _tile(program, key_loops, consts)
     return AttnFeatures(
-        int(consts.get("BM", 64)), int(consts.get("BN", 64)), int(k.option("num_warps", 4)),
+        block_m, block_n, int(k.option("num_warps", 4)),
         int(stages), any(c.fn == "exp2" for c in calls),
         any(depends_on_position(k, bound) for n in key_loops for bound in _range_args(n.iter)[:2]),
         any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value for c in calls),
@@ -173,6 +174,24 @@ def features(program: Program, sizes: dict | None = None, sms: int | None = None
         gqa_pack=grid is not None and any(getattr(x, "name", getattr(x, "id", None)) == "KVH"
                                           for x in walk(grid)),
         mma=mmas)
+
+
+def _tile(program: Program, key_loops: list, consts: dict) -> tuple[int, int]:
+    """(query rows, keys) of one step of the key loop, read off the shapes of its dots (the
+    type check's): the rows of the scores' product and the dimension that product's output
+    and the next product's contraction share (S = Q K^T is rows x keys, P V contracts the
+    keys). Not the names `BM` and `BN`, which a program may declare for anything: those
+    only for a program without a dot (its products on the CUDA cores)."""
+    from argus_env.measure.features import _MainDot
+    finder = _MainDot(program)
+    finder.block(program.kernel.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    dots = [d for d in finder.dots if any(d["for"] is n for n in key_loops)] or finder.dots
+    if not dots:
+        return int(consts.get("BM", 64)), int(consts.get("BN", 64))
+    shapes = [d["shape"] for d in dots]   # (m, k, n) of each product
+    keys = next((a[2] for a in shapes for b in shapes if a is not b and a[2] == b[1]),
+                shapes[0][2])
+    return int(shapes[0][0]), int(keys)
 
 
 def _tensor(load: ir.Call) -> str | None:

@@ -260,3 +260,21 @@ def test_shape_bars_of_an_agent_with_no_spread_over_seeds():
     board, = L.build(three)
     assert sum(board.entries[0].per_shape[shape]) / 3 > min(board.entries[0].per_shape[shape])
     assert plots.shape_bars(board).startswith(b"\x89PNG")
+
+
+def test_an_agent_is_scored_on_every_episode_of_its_board():
+    """Lines of an agent's best seed alone (or its best shapes: a submission's own suite may
+    name any subset of the tracks' shapes and seeds) ranked first, over one episode against
+    agents scored over every seed. An episode of the board that an agent has no line for
+    counts as submitting nothing."""
+    lines = committed_lines()
+    honest = [ln for ln in lines if ln["agent"] == "random"]
+    best = max(honest, key=L.submitted_frac)
+    assert L.submitted_frac(best) > 0
+    board, = L.build(lines + [dict(best, agent="cherry")])
+    cherry = next(e for e in board.entries if e.agent == "cherry")
+    random = next(e for e in board.entries if e.agent == "random")
+    assert cherry.missing == len(board.seeds) * len(board.shapes) - 1 and random.missing == 0
+    assert cherry.rank > random.rank, [(e.agent, e.score) for e in board.entries]
+    assert math.isclose(cherry.score, max(L.submitted_frac(best) / len(board.seeds), L.FLOOR))
+    assert "missing, counted 0" in render.markdown([board], [])

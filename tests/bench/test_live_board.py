@@ -182,3 +182,30 @@ def test_another_gpus_live_figures_neither_verify_nor_source_a_board(tmp_path):
     mine = live_of(tmp_path, figs)                 # the same figures as the H200's
     (b,) = L.build(lines, live=mine)
     assert b.ranked_by == "live" and [s["hardware"] for s in b.live_sources] == ["h200"]
+
+
+def test_figures_declared_for_another_gpu_than_they_were_timed_on_are_refused(tmp_path):
+    """An H100's figures written into a file that says h200 (the hardware field changed, or
+    an H100 file renamed live_h200.json) would verify an H200 board's lines: the file's
+    name and its provenance's GPU must agree with the hardware it declares."""
+    figs = [figure(ln, 0.5) for ln in board_lines()]
+    path = tmp_path / "live_h200.json"
+    path.write_text(json.dumps({"hardware": "h200", "figures": figs,
+                                "provenance": {"gpu": "NVIDIA H100 80GB HBM3"}}))
+    with pytest.raises(ValueError, match="timed on"):
+        R.read_live(path)
+    renamed = tmp_path / "live_h200_copy.json"
+    renamed.write_text(json.dumps({"hardware": "h100", "figures": figs}))
+    with pytest.raises(ValueError, match="named for"):
+        R.read_live(renamed)
+
+
+def test_a_figure_timed_at_other_sizes_than_the_shape_is_refused(tmp_path):
+    """A figure keyed by a board shape but timed at smaller sizes does not verify it."""
+    ln = board_lines()[0]
+    small = {k: max(1, v // 8) if isinstance(v, int) else v for k, v in ln["sizes"].items()}
+    live = live_of(tmp_path, [dict(figure(ln, 0.9), sizes=small)])
+    with pytest.raises(ValueError, match="timed at sizes"):
+        L.build(board_lines(), live=live)
+    same = live_of(tmp_path, [dict(figure(ln, 0.9), sizes=dict(ln["sizes"]))], "live_h200.json")
+    assert same.of(ln)["frac_anchor"] == 0.9

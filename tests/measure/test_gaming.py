@@ -205,6 +205,111 @@ def test_a_split_grid_whose_splits_each_run_every_k_step_is_priced_by_those_step
     assert b.ms > 2 * a.ms, (a.ms, b.ms)
 
 
+# a 128x256x64 TMA-free wgmma product that runs (one trip of a two-deep loop nest) beside
+# the program's real work, its value folded into the output times zero
+RUNNING_DECOY = ("big = A.zeros((128, 256), A.f32)",
+                 "brow = A.arange(128)",
+                 "bcol = A.arange(256)",
+                 "for j in A.range(0, 1):",
+                 "    for i in A.range(0, 64, 64):",
+                 "        js = i + A.arange(64)",
+                 "        big = A.dot(A.load(a[brow, js], mask=(brow < M, js < K), other=0.0),",
+                 "                    A.load(b[js, bcol], mask=(js < K, bcol < N), other=0.0),",
+                 "                    big, mma=A.wgmma)",
+                 "acc = acc + A.sum(A.sum(big, 1), 0) * 0.0")
+BASE_K_LOOP = """    for k in A.range(0, K, BK):
+        ks = k + A.arange(BK)
+        a_tile = A.load(a[rows, ks], mask=(rows < M, ks < K), other=0.0)
+        b_tile = A.load(b[ks, cols], mask=(ks < K, cols < N), other=0.0)
+        acc = A.dot(a_tile, b_tile, acc)
+"""
+
+
+def _features(program: Program, sizes: dict):
+    from argus_env.measure.features import extract
+    return extract(GEMM.bind(program, sizes), sizes, GEMM, target=H200)
+
+
+def test_a_dot_run_once_in_a_deeper_loop_does_not_lend_its_tile_to_the_real_work():
+    """A wgmma 128x256 product run once per program in a two-deep loop nest (deeper than
+    the k loop) beside a 16x16 FMA k loop doing the work: was taken as the main dot and
+    priced like the expert (41x below the FMA program). The main dot is the loop whose
+    dots take longest in the busiest program."""
+    clean = Program.from_text(FMA_GEMM)
+    gamed = Program.from_text(add_after(FMA_GEMM, "acc = A.dot(", *RUNNING_DECOY, indent=4))
+    f = _features(gamed, SQUARE)
+    assert (f.block_m, f.block_n, f.mma) == (16, 16, "fma"), f.key()
+    assert price(gamed, SQUARE).ms >= price(clean, SQUARE).ms * 0.99
+
+
+def test_a_k_loop_repeated_by_an_enclosing_loop_is_priced_for_every_pass():
+    """The baseline's k loop run four times over (the accumulator reset each pass, the last
+    stored): four times the k steps, once priced as one."""
+    base = GEMM.program("baseline")
+    repeated = "    for rep in A.range(0, 4):\n        acc = A.zeros((BM, BN), A.f32)\n" + \
+        "".join("    " + x + "\n" for x in BASE_K_LOOP.splitlines())
+    text = base.text.replace(BASE_K_LOOP, repeated)
+    assert text != base.text
+    gamed = Program.from_text(text)
+    assert _features(gamed, SQUARE).k_iterations == 4 * _features(base, SQUARE).k_iterations
+    assert price(gamed, SQUARE).ms > 2 * price(base, SQUARE).ms
+
+
+def test_a_second_pass_over_k_in_a_loop_of_its_own_is_priced():
+    """A second k loop beside the main one (its product folded in times zero): the same
+    dots again, once left out of the price."""
+    base = GEMM.program("baseline")
+    text = base.text.replace(BASE_K_LOOP, BASE_K_LOOP.replace("acc", "acc2") + BASE_K_LOOP)
+    text = text.replace("    acc = A.zeros((BM, BN), A.f32)\n",
+                        "    acc = A.zeros((BM, BN), A.f32)\n    acc2 = A.zeros((BM, BN), A.f32)\n")
+    text = text.replace("A.cast(acc, A.bf16)", "A.cast(acc + acc2 * 0.0, A.bf16)")
+    gamed = Program.from_text(text)
+    assert _features(gamed, SQUARE).k_iterations == 2 * _features(base, SQUARE).k_iterations
+    assert price(gamed, SQUARE).ms > 1.3 * price(base, SQUARE).ms
+
+
+@pytest.mark.parametrize("name", ["baseline", "expert", "prefetch", "splitk", "splitk_reduce",
+                                  "swapab"])
+def test_the_catalog_programs_main_loop_is_counted_as_the_contracted_size(name):
+    program = GEMM.program(name)
+    for sizes in (SQUARE, {"M": 512, "N": 4096, "K": 4096}, RAGGED):
+        f = _features(program, sizes)
+        assert f.k_iterations == -(-sizes["K"] // (f.block_k * f.split_k)), (name, sizes, f)
+
+
+def _branches_on(cond: str, fast: str, slow: str) -> str:
+    """The baseline with its k loop as `if cond:` the loop with `fast` dots, `else:` with
+    `slow` ones."""
+    base = GEMM.program("baseline").text
+    ind = lambda t: "".join("    " + x + "\n" for x in t.splitlines())
+    return base.replace(BASE_K_LOOP, f"    if {cond}:\n" + ind(BASE_K_LOOP.replace("acc)", fast)) +
+                        "    else:\n" + ind(BASE_K_LOOP.replace("acc)", slow)))
+
+
+@pytest.mark.parametrize("cond", ["(0 - M) % 5 == 3", "(0 - M) // 3 == -2731",
+                                  "A.cdiv(0 - M, 5) == -1638"])
+def test_a_branch_on_a_negative_remainder_is_not_decided_by_pythons_rounding(cond):
+    """`(0 - M) % 5` is 3 in Python and -2 on the GPU (and in the Triton interpreter): a
+    runtime integer's remainder takes the dividend's sign, its division rounds toward zero.
+    The live-program analysis decided the branch the Python way, so the program was priced
+    (and keyed in the table) as the baseline while the GPU runs the FMA loop of the other
+    branch."""
+    from argus_env.ir.live import live_key
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(_branches_on(cond, "acc)", "acc, mma=A.fma)"))
+    bound = GEMM.bind(gamed, SQUARE)
+    assert live_key(bound, SQUARE, H200.sms) != live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
+    assert _table_hit(gamed, SQUARE).ms > 1.5 * _table_hit(base, SQUARE).ms
+
+
+def test_a_branch_on_a_non_negative_remainder_is_still_decided():
+    from argus_env.ir.live import live_key
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(_branches_on("M % 5 == 2", "acc)", "acc, mma=A.fma)"))
+    assert live_key(GEMM.bind(gamed, SQUARE), SQUARE, H200.sms) == \
+        live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""
@@ -224,6 +329,25 @@ def test_two_key_loops_without_a_diagonal_bound_skip_nothing():
     gamed = Program.from_text(_split_key_loop(base.text))
     assert gamed.text.count("A.range(") == 2
     assert_same_price(gamed, base, CAUSAL, ATTENTION)
+
+
+def test_attention_tiles_are_read_off_the_products_not_the_names_bm_and_bn():
+    """A 16x16-tile attention whose tile constants are named TM and TN, declaring
+    BM = 128 and BN = 64 (live: used times zero in the grid), was priced as the 128x64
+    program (2.9 ms against its own 6.0 at 4x32x4096^2)."""
+    import re
+    base = ATTENTION.program("baseline").text
+    small = base.replace("BM: A.const = 64", "BM: A.const = 16").replace(
+        "BN: A.const = 64", "BN: A.const = 16")
+    renamed = re.sub(r"\bBM\b", "TM", re.sub(r"\bBN\b", "TN", small))
+    renamed = renamed.replace("    TM: A.const = 16,\n", "    TM: A.const = 16,\n    BM: A.const = 128,\n")
+    renamed = renamed.replace("    TN: A.const = 16,\n", "    TN: A.const = 16,\n    BN: A.const = 64,\n")
+    renamed = renamed.replace("A.grid(A.cdiv(SQ, TM), B * H)",
+                              "A.grid(A.cdiv(SQ, TM) + 0 * BM * BN, B * H)")
+    assert "0 * BM * BN" in renamed
+    gamed = Program.from_text(renamed)
+    assert "'block_m': 16," in price(gamed, CAUSAL, ATTENTION).details["config"]
+    assert_same_price(gamed, Program.from_text(small), CAUSAL, ATTENTION, tolerance=0.01)
 
 
 def test_exp2_off_the_softmax_path_is_not_exp2():
