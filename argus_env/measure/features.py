@@ -311,7 +311,7 @@ def _dot_runs(kernel: ir.Kernel, sizes: dict, target: Target, dots: list[dict]) 
 
 def _dot_rate(target: Target, mma: str) -> float:
     """A dot instruction's per-SM rate (FLOP/us), as the analytic model takes it."""
-    from .model import CalibrationParams
+    from .calibration import CalibrationParams
     c, p = CalibrationParams.load(target.name), target.profile
     if mma == "fma":
         return p.fp32_tflops * 1e6 / p.sms
