@@ -12,7 +12,7 @@ from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from .coverage import exactly_once, unique
 from .order import check_added, drop_final
-from .solver import affine, in_range
+from .solver import affine, const_value, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
 from .values import AXES, SV, Cov, align, depends_on, evaluate, free_names, move_axes, subst
@@ -116,9 +116,19 @@ def load(ck, call: ir.Call) -> SV:
     if a.tensor.dtype.startswith("i"):
         data = ck.uf(a.tensor.name, len(a.coords))(*a.coords)
         other = call.arg("other")
-        fill = other.value if isinstance(other, ir.Const) and isinstance(other.value, int) else 0
+        # `other` is a compile-time number (the type check's rule): its value, converted
+        # to the tensor's dtype (a float truncates toward zero); none: a zero fill
+        fill = 0
+        if other is not None and not (isinstance(other, ir.Const) and other.value is None):
+            o = ck.expr(other)
+            fill = const_value(o.val) if o.val is not None and z3.is_int(o.val) else \
+                int(z3.is_true(z3.simplify(o.val))) if o.val is not None else \
+                int(o.fval) if o.fval is not None else None
+            if fill is None:
+                raise NotImplementedError(f"check: `other` of `{print_expr(call)}` has no "
+                                          "integer value")
         val = z3.If(a.live, data, fill)
-    return SV(a.shape, val, tags, carried_coverage(ck, a))
+    return SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
 
 
 #: kinds of variables that name a writer's instance and element (bound in carried terms)
