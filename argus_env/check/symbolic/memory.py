@@ -10,6 +10,7 @@ import z3
 
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
+from ..report import CheckUnsupported
 from .coverage import exactly_once, unique
 from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
@@ -113,6 +114,7 @@ def load(ck, call: ir.Call) -> SV:
         for n, (g, val) in v.tags.items():
             tags.setdefault(n, (z3.And(a.live, g), val))
     val = None
+    _zero_fill(ck, call, a)
     if a.tensor.dtype.startswith("i"):
         data = ck.uf(a.tensor.name, len(a.coords))(*a.coords)
         other = call.arg("other")
@@ -129,6 +131,26 @@ def load(ck, call: ir.Call) -> SV:
                                           "integer value")
         val = z3.If(a.live, data, fill)
     return SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
+
+
+def _zero_fill(ck, call: ir.Call, a) -> None:
+    """A masked float load fills what it does not read with `other`, which the checker,
+    tracking no float, takes as a zero fill (a `dot` or a sum adds nothing of it). Another
+    fill (`other=1.0`) would add itself to every masked lane of a reduction, unseen: wrong
+    at a size whose tiles are partial (K = 1000 with BK = 16) and right at reduced shapes
+    whose tiles are whole. Refused (`CheckUnsupported`)."""
+    other, mask = call.arg("other"), call.arg("mask")
+    if a.tensor.dtype.startswith("i") or other is None or mask is None or \
+            any(isinstance(x, ir.Const) and x.value is None for x in (other, mask)):
+        return
+    o = ck.expr(other)
+    value = o.fval if o.fval is not None else const_value(o.val) if o.val is not None and \
+        z3.is_int(o.val) else None
+    if value is None or value != 0:
+        raise CheckUnsupported(
+            f"`{print_expr(call)}` fills masked-off elements with `{print_expr(other)}`: the "
+            "invariant checker tracks no float and takes a masked load's fill as 0 (a dot "
+            "or a sum adds nothing of it): load with other=0.0", ck._line())
 
 
 #: kinds of variables that name a writer's instance and element (bound in carried terms)
