@@ -46,6 +46,9 @@ def _symbolic(part: str = "check"):
 #: every size proven for all values at once ranges over [1, 2**30]: index arithmetic stays
 #: inside 32 bits with room for a tile past the end
 FOR_ALL_RANGE = (1, 2**30 + 1)
+#: such a proof covers the sizes at which every tensor has fewer elements than this (its
+#: integer arithmetic is proven not to wrap there only: `B * H` wraps at B = 2**30)
+ELEMENTS_FOR_ALL = 2**31
 #: the solver's limit per query of such a proof: a query it cannot settle quickly falls
 #: back to the episode's sizes instead of holding the step
 FOR_ALL_TIMEOUT_MS = 400
@@ -64,6 +67,23 @@ def for_all_names(program, task) -> tuple[tuple[str, ...], str]:
     return names, ""
 
 
+def for_all_covers(program, task, sizes: dict) -> bool:
+    """Whether a proof of `program` for all sizes (`check_for_all_sizes`) covers `sizes`:
+    each of the task's varying sizes in `FOR_ALL_RANGE`, and every tensor with fewer than
+    `ELEMENTS_FOR_ALL` elements there."""
+    lo, hi = FOR_ALL_RANGE
+    if any(not lo <= sizes.get(n, 0) < hi for n in getattr(task, "for_all_sizes", ())):
+        return False
+    extents = program.kernel.extents(sizes)
+    for p in program.kernel.tensors:
+        n = 1
+        for d in p.dims:
+            n *= int(extents.get(d, 0))
+        if n >= ELEMENTS_FOR_ALL:
+            return False
+    return True
+
+
 def check_for_all_sizes(program, sizes: dict, task=None, deadline: float | None = None,
                         **options) -> tuple[InvariantReport | None, str]:
     """The invariants of `program` proven for every value of the task's varying sizes at
@@ -78,6 +98,7 @@ def check_for_all_sizes(program, sizes: dict, task=None, deadline: float | None 
     try:
         report = _symbolic()(program, sizes, task, deadline=deadline,
                        for_all={n: FOR_ALL_RANGE for n in names},
+                       for_all_elements=ELEMENTS_FOR_ALL,
                        timeout_ms=options.pop("timeout_ms", FOR_ALL_TIMEOUT_MS), **options)
     except CheckUnsupported as e:
         return None, f"not in the fragment proven for all sizes: {e}"
@@ -90,13 +111,19 @@ def check_for_all_sizes(program, sizes: dict, task=None, deadline: float | None 
         # a weaker fact can give a model no concrete size realises)
         v = report.violations[0]
         at = {**sizes, **{k: int(x) for k, x in v.sizes.items() if k in names}}
-        again = _symbolic()(program, at, task, deadline=deadline, **options)
+        try:
+            again = _symbolic()(program, at, task, deadline=deadline, **options)
+        except CheckUnsupported as e:  # such as integers that wrap at those sizes
+            return None, (f"undecided for all sizes: a {v.invariant} counterexample at "
+                          + ", ".join(f"{k}={x}" for k, x in at.items() if k in names)
+                          + f" is not checked at those sizes: {e}")
         if v.invariant not in again.kinds():
             return None, (f"undecided for all sizes: a {v.invariant} counterexample at "
                           + ", ".join(f"{k}={x}" for k, x in at.items() if k in names)
                           + f" is not one when checked at those sizes ({again.status})")
     lo, hi = FOR_ALL_RANGE
     report.notes.append(f"for all {', '.join(names)} in [{lo}, {hi - 1}]"
+                        f" (every tensor fewer than {ELEMENTS_FOR_ALL} elements)"
                         + (f" (the other sizes as given: " + ", ".join(
                             f"{k}={v}" for k, v in sizes.items() if k not in names) + ")"
                            if any(k not in names for k in sizes) else ""))

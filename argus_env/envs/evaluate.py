@@ -29,8 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..check import (FOR_ALL_RANGE, CheckTimeout, CheckUnsupported, InvariantReport,
-                     check_for_all_sizes, check_program)
+from ..check import (CheckTimeout, CheckUnsupported, InvariantReport, check_for_all_sizes,
+                     check_program, for_all_covers)
 from ..dsl.program import Program
 from ..lower.build import LRU
 from ..measure.backends import Backend, Measurement
@@ -332,8 +332,8 @@ class Evaluator:
         such and checked at each shape."""
         names = getattr(self.task, "for_all_sizes", ())
         sizes = an.sizes
-        if not names or any(not FOR_ALL_RANGE[0] <= sizes.get(n, 0) < FOR_ALL_RANGE[1]
-                            for n in names):
+        if not names or not for_all_covers(an.program, self.task,
+                                           getattr(an, "program_sizes", None) or sizes):
             return None
         fixed = tuple(sorted((k, v) for k, v in sizes.items() if k not in names))
         key = ("for all sizes", an.program.hash, fixed)

@@ -549,6 +549,8 @@ def _load(em: KernelEmitter, e: ir.Call, scope: Scope) -> ast.expr:
         other = e.arg("other")
         if other is not None and not (isinstance(other, ir.Const) and other.value is None):
             kw["other"] = em.expr(other, scope)
+        else:  # Triton leaves masked-off elements undefined without `other`; the checker
+            kw["other"] = ast.Constant(0)  # and the interpreter read them as zero fills
     return _call(_tl("load"), [em.pointer(ref_e, ref, scope)], **kw)
 
 

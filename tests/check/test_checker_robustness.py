@@ -52,11 +52,17 @@ def test_a_second_launch_with_fewer_grid_axes():
     """Attention's second crash: a mutation duplicated `A.grid` as `A.grid(10**12)`, so the
     program ids that follow belong to a 1-D launch and `A.program_id(1)` is 0 there: only
     the first column block of `c` is written."""
-    prog = gemm(("    pid_m = A.program_id(0)", "    A.grid(1000000000000)\n"
+    prog = gemm(("    pid_m = A.program_id(0)", "    A.grid(1000)\n"
                  "    pid_m = A.program_id(0)"))
     report = check_program(prog, SMALL, GEMM)
     assert report.kinds() == {"bijection"}, report.render()
     assert report.violations[0].message.startswith("no program instance writes `c[0, ")
+    # as the mutation had it: program ids up to 10**12, whose rows `pid_m * BM` wrap in
+    # 32 bits (no GPU launches such a grid): refused, with the line
+    prog = gemm(("    pid_m = A.program_id(0)", "    A.grid(1000000000000)\n"
+                 "    pid_m = A.program_id(0)"))
+    with pytest.raises(CheckUnsupported, match="overflow: `pid_m \\* BM`"):
+        check_program(prog, SMALL, GEMM)
 
 
 # ---------------------------------------------------------------- integer bit operations

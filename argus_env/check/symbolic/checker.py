@@ -78,7 +78,8 @@ class Checker:
     def __init__(self, program: Program, sizes: dict[str, int], task=None,
                  num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000,
                  deadline: float | None = None, target=None,
-                 for_all: dict[str, tuple[int, int]] | None = None):
+                 for_all: dict[str, tuple[int, int]] | None = None,
+                 for_all_elements: int | None = None):
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -114,6 +115,28 @@ class Checker:
                 self.size_terms[name] = z3.IntVal(value)
         self.extent_terms = {**self.size_terms,
                              **{d: z3.IntVal(n) for d, n in self.kernel.const_dims.items()}}
+        #: proven for all sizes, integer ranges (`rules.no_wrap`) are asked only of sizes
+        #: at which every tensor has fewer than `for_all_elements` elements (the
+        #: precondition of such a proof, `check.for_all_covers`): each size's largest
+        #: value there (by the tensors' fixed extents), and those facts
+        self.size_caps: dict[str, int] = {}
+        self.element_facts: list = []
+        for p in self.kernel.tensors if self.for_all and for_all_elements else ():
+            free = [d for d in p.dims if d in self.for_all]
+            if not free:
+                continue
+            fixed = 1
+            for d in p.dims:
+                if d not in self.for_all:
+                    fixed *= max(int(self.extents[d]), 1)
+            for d in free:
+                name = self.size_terms[d].decl().name()
+                cap = (for_all_elements - 1) // fixed
+                self.size_caps[name] = min(self.size_caps.get(name, cap), cap)
+            prod = z3.IntVal(fixed)
+            for d in free:
+                prod = prod * self.size_terms[d]
+            self.element_facts.append(prod < for_all_elements)
         self.frames: list[Frame] = []
         self.base_sizes: list[z3.BoolRef] = []  # the ranges of sizes proven for all values
         self.base: list[z3.BoolRef] = []
@@ -519,9 +542,11 @@ class Checker:
         for p in self.kernel.params:
             if p.kind == "const":
                 self.env[p.name] = SV((), _lit(p.default),
-                                      fval=p.default if isinstance(p.default, float) else None)
+                                      fval=p.default if isinstance(p.default, float) else None,
+                                      ctime=True)
             elif p.kind == "scalar":
-                self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None)
+                self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None,
+                                      wide=p.dtype == "i64")
         for s in self.kernel.sizes:
             self.env[s] = SV((), self.size_terms[s])
         for name in self.for_all:

@@ -28,7 +28,10 @@ import z3
 
 from ...dsl.semantic import _assigned
 from ...ir import nodes as ir
+from ...ir.printer import print_expr
 from ..pack import INTERNAL, SUMS
+from ..report import CheckUnsupported
+from .rules import _bits, _refutable, no_wrap
 from .solver import const_value, interval
 from .state import Frame
 from .values import SV, Cov, axis_ranges, depends_on, merge, subst
@@ -37,7 +40,10 @@ MARK = "\x00entry"  # placeholder tag: present in a result that read the carried
 
 
 def run_loop(ck, s: ir.For) -> None:
-    start, stop, step = _bounds(ck, s.iter)
+    bounds = _bounds(ck, s.iter)
+    start, stop, step = (b.val for b in bounds)
+    if s.iter.fn != "static_range":
+        _runs_as_modelled(ck, s, *bounds)
     t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
 
     def valid(tt):
@@ -78,6 +84,26 @@ def run_loop(ck, s: ir.For) -> None:
     for n in carried:
         kind, extra = kinds[n]
         ck.env[n] = _exit(ck, kind, extra, init[n], out2[n], t, at, count, valid, merge)
+
+
+def _runs_as_modelled(ck, s: ir.For, start: SV, stop: SV, step: SV) -> None:
+    """The loop the GPU runs is the one modelled: where it is entered (start < stop), the
+    step is at least 1 (a step of 0 never ends, and the model's iteration count would
+    then be a contradiction, under which everything after the loop is vacuously true),
+    and its counter, incremented past the last iteration, does not wrap (`stop - 1 +
+    step` inside its width: else the loop goes on from a negative value). Otherwise the
+    program is refused (`CheckUnsupported`)."""
+    what = print_expr(s.iter)
+    b = interval(step.val, ck.vars)
+    if b is None or b[0] < 1:
+        cond = z3.And(start.val < stop.val, step.val < 1)
+        if _refutable(ck, cond, (), f"step of `{what}`", start.val, stop.val, step.val) \
+                is not None:
+            raise CheckUnsupported(f"`{what}` has a step below 1 where it runs at these "
+                                   "sizes: the loop would not end", ck._line())
+    if not (stop.ctime and step.ctime):
+        no_wrap(ck, stop.val - 1 + step.val, (), _bits(stop, step),
+                f"{what} (its last increment)")
 
 
 def _grid_stride(ck, start, stop, step, t, valid):
@@ -133,10 +159,18 @@ def _count(ck, s: ir.For, start, stop, step, valid):
     return count
 
 
-def _bounds(ck, it: ir.Call):
+def _bounds(ck, it: ir.Call) -> tuple[SV, SV, SV]:
+    """The loop's start, stop and step, each an integer."""
     if it.fn == "static_range":
-        return z3.IntVal(0), ck.int_of(it.arg("n")), z3.IntVal(1)
-    return ck.int_of(it.arg("start")), ck.int_of(it.arg("stop")), ck.int_of(it.arg("step"))
+        return SV((), z3.IntVal(0), ctime=True), _int(ck, it.arg("n")), SV((), z3.IntVal(1), ctime=True)
+    return tuple(_int(ck, it.arg(a)) for a in ("start", "stop", "step"))
+
+
+def _int(ck, e: ir.Expr) -> SV:
+    v = ck.expr(e)
+    if v.val is None or not z3.is_int(v.val):
+        raise NotImplementedError(f"check: `{print_expr(e)}` is not an integer")
+    return v
 
 
 def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:

@@ -10,9 +10,10 @@ import z3
 
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
+from ..report import CheckUnsupported
 from .coverage import exactly_once, unique
 from .order import check_added, drop_final
-from .solver import affine, in_range
+from .solver import affine, const_value, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
 from .values import AXES, SV, Cov, align, depends_on, evaluate, free_names, move_axes, subst
@@ -113,12 +114,43 @@ def load(ck, call: ir.Call) -> SV:
         for n, (g, val) in v.tags.items():
             tags.setdefault(n, (z3.And(a.live, g), val))
     val = None
+    _zero_fill(ck, call, a)
     if a.tensor.dtype.startswith("i"):
         data = ck.uf(a.tensor.name, len(a.coords))(*a.coords)
         other = call.arg("other")
-        fill = other.value if isinstance(other, ir.Const) and isinstance(other.value, int) else 0
+        # `other` is a compile-time number (the type check's rule): its value, converted
+        # to the tensor's dtype (a float truncates toward zero); none: a zero fill
+        fill = 0
+        if other is not None and not (isinstance(other, ir.Const) and other.value is None):
+            o = ck.expr(other)
+            fill = const_value(o.val) if o.val is not None and z3.is_int(o.val) else \
+                int(z3.is_true(z3.simplify(o.val))) if o.val is not None else \
+                int(o.fval) if o.fval is not None else None
+            if fill is None:
+                raise NotImplementedError(f"check: `other` of `{print_expr(call)}` has no "
+                                          "integer value")
         val = z3.If(a.live, data, fill)
-    return SV(a.shape, val, tags, carried_coverage(ck, a))
+    return SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
+
+
+def _zero_fill(ck, call: ir.Call, a) -> None:
+    """A masked float load fills what it does not read with `other`, which the checker,
+    tracking no float, takes as a zero fill (a `dot` or a sum adds nothing of it). Another
+    fill (`other=1.0`) would add itself to every masked lane of a reduction, unseen: wrong
+    at a size whose tiles are partial (K = 1000 with BK = 16) and right at reduced shapes
+    whose tiles are whole. Refused (`CheckUnsupported`)."""
+    other, mask = call.arg("other"), call.arg("mask")
+    if a.tensor.dtype.startswith("i") or other is None or mask is None or \
+            any(isinstance(x, ir.Const) and x.value is None for x in (other, mask)):
+        return
+    o = ck.expr(other)
+    value = o.fval if o.fval is not None else const_value(o.val) if o.val is not None and \
+        z3.is_int(o.val) else None
+    if value is None or value != 0:
+        raise CheckUnsupported(
+            f"`{print_expr(call)}` fills masked-off elements with `{print_expr(other)}`: the "
+            "invariant checker tracks no float and takes a masked load's fill as 0 (a dot "
+            "or a sum adds nothing of it): load with other=0.0", ck._line())
 
 
 #: kinds of variables that name a writer's instance and element (bound in carried terms)

@@ -13,20 +13,22 @@ from ...dsl.dtypes import DTYPES
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from ..fragments import transposed
+from ..report import CheckUnsupported
 from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
-from .solver import const_value
+from .solver import Var, _Shaped, const_value, interval
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
+from .values import (AXES, SV, Cov, align, axis_ranges, depends_on, evaluate, free_names,
+                     move_axes, subst)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
     if isinstance(e, ir.Const):
         v = e.value
         if isinstance(v, bool):
-            return SV((), z3.BoolVal(v))
+            return SV((), z3.BoolVal(v), ctime=True)
         if isinstance(v, int):
-            return SV((), z3.IntVal(v))
+            return SV((), z3.IntVal(v), ctime=True)
         return SV((), None, origin="None" if v is None else repr(v),
                   fval=v if isinstance(v, float) else None)
     if isinstance(e, ir.Name):
@@ -43,6 +45,8 @@ def expr_rule(ck, e: ir.Expr) -> SV:
         if x.val is not None:
             if e.op == "-" and z3.is_int(x.val):
                 val = -x.val
+                if not x.ctime:
+                    no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
             elif e.op in ("not", "~") and z3.is_bool(x.val):
                 val = z3.Not(x.val)
         return replace(x, val=val)
@@ -106,14 +110,166 @@ def binop(ck, e: ir.BinOp) -> SV:
         # times a zero known at these sizes (a literal, or a scalar computed from the
         # problem sizes): no data flows, whatever the tags were
         tags, cov = {}, {}
-    out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
-             x.frag or y.frag, fval=_ffold(e.op, fx, fy))
+    ctime = x.ctime and y.ctime  # Python integers in the generated code: exact
+    _int_rules(ck, e.op, x, y, shape, what)
+    val = _arith(ck, e.op, x.val, y.val)
+    if not ctime and e.op in ("+", "-", "*", "<<"):
+        no_wrap(ck, val, shape, _bits(x, y), what)
+    out = SV(shape, val, dict(tags), cov, x.carried or y.carried,
+             x.frag or y.frag, fval=_ffold(e.op, fx, fy), ctime=ctime,
+             wide=_wide(x) or _wide(y))
     if e.op in ("*", "/") and cov:  # normalised by its own total: final for those names
         finalise(ck, out, sums(x) & sums(y), f"normalised by `{print_expr(e.rhs)}`")
     rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
     if rule is not None:
         rule(ck, x, y, out, shape, what)
     return out
+
+
+# ---------------------------------------------------------------- integer widths
+#: the values an integer of each width holds (i1: a boolean, 0 or 1, as Triton reads it)
+INT_RANGE = {1: (0, 2), 32: (-2**31, 2**31), 64: (-2**63, 2**63)}
+
+
+def _wide(x: SV) -> bool:
+    """Whether `x` is a 64-bit integer in the generated code: marked so, or a compile-time
+    constant past 32 bits (Triton makes such a constant an int64)."""
+    if x.wide:
+        return True
+    c = const_value(x.val) if x.ctime and x.val is not None and z3.is_int(x.val) else None
+    return c is not None and not INT_RANGE[32][0] <= c < INT_RANGE[32][1]
+
+
+def _bits(x: SV, y: SV | None = None) -> int:
+    """The width Triton computes an integer op of `x` (and `y`) in: i1 for two booleans
+    (`(r < 2) + (r < 3)` wraps to 0 there), i64 when an operand is, else i32."""
+    sides = [x] if y is None else [x, y]
+    if all(s.val is not None and z3.is_bool(s.val) for s in sides):
+        return 1
+    return 64 if any(_wide(s) for s in sides) else 32
+
+
+def _inputs(ck, *terms) -> list:
+    """The ranges of the inputs in `terms` that the checker leaves unbounded: integer data
+    (`data_<tensor>(...)`) and scalar parameters, each within its dtype."""
+    out, seen, todo = [], set(), [t for t in terms if t is not None]
+    while todo:
+        t = todo.pop()
+        if not z3.is_app(t) or t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        name = t.decl().name()
+        param = None
+        if name.startswith("data_") and t.num_args():
+            param = ck.kernel.param(name[len("data_"):])
+        elif name.startswith("scalar_") and not t.num_args():
+            param = ck.kernel.param(name[len("scalar_"):])
+        if param is not None and z3.is_int(t):
+            lo, hi = INT_RANGE[64 if param.dtype == "i64" else 32]
+            out.append(z3.And(t >= lo, t < hi))
+        todo.extend(t.children())
+    return out
+
+
+def _refutable(ck, cond, shape, what: str, *terms):
+    """A model of `cond` at some instance and element where this point runs, or None: no
+    such instance, or the query was undecided (recorded as such: the report is then not
+    proven). Proven for all sizes: at the sizes the proof covers (`Checker.size_caps`)."""
+    facts = [*ck.path(), *axis_ranges(shape), *_inputs(ck, *terms), *ck.element_facts, cond]
+    return ck.solve(facts, what, decide=True)
+
+
+class _IntView(_Shaped):
+    """The variables' ranges for integer widths: the tile axes bounded by `shape`, and
+    each size proven for all values at most its cap (`Checker.size_caps`)."""
+
+    def __init__(self, ck, shape):
+        super().__init__(ck.vars, tuple(shape), AXES)
+        self.caps = ck.size_caps
+        if self.caps:
+            self.bounds = {}  # the caps' own memo
+
+    def info(self, v):
+        i = super().info(v)
+        cap = self.caps.get(v.decl().name()) if i is not None and i.kind == "size" else None
+        if cap is not None and i.hi is not None:
+            i = Var(i.expr, i.kind, i.lo, min(i.hi, cap + 1), i.twin)
+        return i
+
+
+def no_wrap(ck, val, shape, bits: int, what: str) -> None:
+    """Triton's integers wrap: an i32 `+`, `-`, `*` or `<<` past 2**31 gives another
+    number, which the checker (whose integers are unbounded) would not follow. Every
+    such result, at every instance and element where it is computed (masked or not),
+    lies in its width's range, or the program is refused (`CheckUnsupported`). Compile-
+    time constants are Python integers in the generated code and are not asked."""
+    if ck.quiet or val is None or not z3.is_int(val):
+        return
+    lo, hi = INT_RANGE[bits]
+    b = interval(val, _IntView(ck, shape))
+    if b is not None and lo <= b[0] and b[1] < hi:
+        return
+    m = _refutable(ck, z3.Or(val < lo, val >= hi), shape, f"{bits}-bit range of `{what}`",
+                   val)
+    if m is not None:
+        got = evaluate(m, val)
+        raise CheckUnsupported(
+            f"integer overflow: `{what}` can leave the {bits}-bit range at these sizes"
+            + (f" (it reaches {got})" if got is not None else "") + "; the generated "
+            "code computes it in "
+            + ("i1 (a boolean)" if bits == 1 else f"i{bits}") + " and wraps it, which the "
+            "invariant checker does not follow: cast an operand to A.i64 or keep the "
+            "value in range", ck._line())
+
+
+def _sized(ck, val) -> bool:
+    """Whether `val` is made of problem sizes and constants only (no program id, index,
+    loop variable or data): such a value is a compile-time constant of the GPU's kernel
+    where a size is 1 (Triton specialises an integer argument equal to 1)."""
+    sizes = {t.decl().name() for n, t in ck.size_terms.items() if n in ck.for_all}
+    return free_names(z3.simplify(val)) <= sizes
+
+
+def _int_rules(ck, op: str, x: SV, y: SV, shape, what: str) -> None:
+    """The rules of Triton's integer division and shifts the checker's value assumes.
+    `//` and `%` truncate at run time (`solver.tdiv`), but divide compile-time values
+    with Python's floor, and an operand made of sizes only is compile-time on the GPU
+    where a size is 1: there the dividend must be non-negative and the divisor positive
+    (floor and truncation agree); a divisor is never 0 (undefined on the GPU). A shift
+    amount lies within the width."""
+    a, b = x.val, y.val
+    if a is None or b is None or not (z3.is_int(a) or z3.is_bool(a)) \
+            or not (z3.is_int(b) or z3.is_bool(b)) or ck.quiet:
+        return
+    a = z3.If(a, 1, 0) if z3.is_bool(a) else a
+    b = z3.If(b, 1, 0) if z3.is_bool(b) else b
+    view = _IntView(ck, shape)
+    if op in ("//", "%"):
+        ib = interval(b, view)
+        if ib is None or ib[0] <= 0 <= ib[1]:
+            if _refutable(ck, b == 0, shape, f"nonzero divisor of `{what}`", b) is not None:
+                raise CheckUnsupported(f"`{what}` can divide by zero at these sizes (undefined "
+                                       "on the GPU)", ck._line())
+        if _sized(ck, a) and _sized(ck, b):
+            ia = interval(a, view)
+            if ia is not None and ib is not None and ia[0] >= 0 and ib[0] >= 1:
+                return
+            if _refutable(ck, z3.Or(a < 0, b < 1), shape, f"signs of `{what}`", a, b) \
+                    is not None:
+                raise CheckUnsupported(
+                    f"`{what}` divides a negative number (or by one) at these sizes: Triton "
+                    "truncates toward zero at run time but divides compile-time values with "
+                    "Python's floor, and a problem size equal to 1 is compile-time on the "
+                    "GPU; keep the operands non-negative", ck._line())
+    elif op in ("<<", ">>"):
+        bits = _bits(x, y)
+        ib = interval(b, view)
+        if ib is not None and 0 <= ib[0] and ib[1] < bits:
+            return
+        if _refutable(ck, z3.Or(b < 0, b >= bits), shape, f"shift amount of `{what}`", b) \
+                is not None:
+            raise CheckUnsupported(f"`{what}` shifts by an amount outside 0..{bits - 1} "
+                                   "(undefined on the GPU)", ck._line())
 
 
 def scalar_value(x: SV) -> float | None:
@@ -175,8 +331,14 @@ def _num_sms(ck, e):
 
 
 def _cdiv(ck, e):
+    x, y = ck.expr(e.arg("a")), ck.expr(e.arg("b"))
     a, b = ck.int_of(e.arg("a")), ck.int_of(e.arg("b"))
-    return SV((), ck.div(a + b - 1, b))
+    ctime = x.ctime and y.ctime
+    top = SV((), a + b - 1, wide=_wide(x) or _wide(y))  # `tl.cdiv(a, b)`: (a + b - 1) // b
+    if not ctime:
+        no_wrap(ck, top.val, (), _bits(x, y), print_expr(e))
+    _int_rules(ck, "//", top, y, (), print_expr(e))
+    return SV((), ck.div(a + b - 1, b), ctime=ctime, wide=_wide(x) or _wide(y))
 
 
 def _minmax(ck, e):
@@ -190,7 +352,7 @@ def _minmax(ck, e):
             z3.If(x.val >= y.val, x.val, y.val)
     fval = None if fx is None or fy is None else (min if e.fn == "minimum" else max)(fx, fy)
     return SV(shape, val, union_tags(ck, [x, y], shape, e.fn), add_cov(x.cov, y.cov),
-              x.carried or y.carried, fval=fval)
+              x.carried or y.carried, fval=fval, wide=_wide(x) or _wide(y))
 
 
 def _arange(ck, e):
@@ -210,7 +372,9 @@ def _fill(ck, e):
     val = None
     if dtype.is_int:
         val = z3.IntVal(value) if isinstance(value, int) else value
-    return SV(_shape(ck, e), val)
+        if val is not None and not isinstance(value, int):  # converted to the tile's dtype
+            no_wrap(ck, val, (), dtype.bits, print_expr(e))
+    return SV(_shape(ck, e), val, wide=dtype.bits == 64)
 
 
 def _same(ck, e):
@@ -224,6 +388,8 @@ def _same(ck, e):
 def _abs(ck, e):
     x = ck.expr(e.arg("x"))
     val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and z3.is_int(x.val) else None
+    if val is not None and not x.ctime:
+        no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
     return replace(x, val=val)
 
 
@@ -231,8 +397,11 @@ def _cast(ck, e):
     x = ck.expr(e.arg("x"))
     dtype = DTYPES[e.arg("dtype").name]
     val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
+    if val is not None and dtype.bits < 64:  # a narrowing cast keeps the low bits
+        no_wrap(ck, val, x.shape, dtype.bits, print_expr(e))
     fval = scalar_value(x) if not dtype.is_int else None  # `A.cast(M <= 130, A.f32)`
-    out = replace(x, val=val, fval=fval, tags=dict(x.tags))
+    out = replace(x, val=val, fval=fval, tags=dict(x.tags), ctime=False,
+                  wide=dtype.is_int and dtype.bits == 64)
     if dtype.name in NARROW:  # a sum rounded to storage precision is complete
         finalise(ck, out, sums(x), f"rounded to {dtype.name}")
     return out
@@ -263,7 +432,8 @@ def _where(ck, e):
                   {n: [t.guard(z3.Not(cond)) for t in ts] for n, ts in y.cov.items()})
     val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
-    return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag)
+    return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag,
+              wide=_wide(x) or _wide(y))
 
 
 def _tag(ck, e):

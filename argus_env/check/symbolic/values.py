@@ -64,6 +64,12 @@ class SV:
     frag: str | None = None   # fragment layout policy for thread naming ("mma" for dots)
     origin: str = ""          # the DSL text that produced it, for messages
     fval: float | None = None  # a compile-time float's value (softmax scales)
+    #: a compile-time integer of the generated code (a literal, an `A.const`, arithmetic
+    #: on those only): a Python int there, exact, divided with Python's floor
+    ctime: bool = False
+    #: a 64-bit integer (an `A.cast(x, A.i64)`, i64 data, a constant past 32 bits, or
+    #: arithmetic with one): other integers are 32-bit and wrap (`rules.no_wrap`)
+    wide: bool = False
 
     def map(self, fn) -> "SV":
         """Apply a formula transformation (a substitution) to every field."""
@@ -234,7 +240,8 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
         cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
-    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
+    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin,
+              wide=a.wide or b.wide)
 
 
 def evaluate(model, e):
