@@ -62,15 +62,17 @@ class Unrealisable(Exception):
         self.core = core
 
 
-def realize(facts: Facts, r: Routing) -> dict | None:
+def realize(facts: Facts, r: Routing, scope=None) -> dict | None:
     """A spec (`arrays` rebuilds the routing from it) whose arrays agree with `facts`, or
     None when none was found."""
-    return realize_or_core(facts, r)[0]
+    return realize_or_core(facts, r, scope)[0]
 
 
-def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
+def realize_or_core(facts: Facts, r: Routing, scope=None) -> tuple[dict | None, Facts]:
     """(spec, None), or (None, facts no top-k choice was found for: a core of `facts`
-    where the counts problem proved it has none, else `facts`)."""
+    where the counts problem proved it has none, else `facts`). `scope`: the z3 context
+    the counts problems are solved in (`isolated.Scope`; a check passes its own, whose
+    queries come in the same order in every process), else one of their own."""
     # in the order of their keys: the counts problem's constraints follow the facts'
     # order, and its model (of several that may exist) follows the constraints', while
     # the facts come in the order a z3 model lists its entries, which is no fixed one
@@ -80,7 +82,7 @@ def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
     try:
         placed, sid = _placed(facts, r)
         for _ in range(COUNT_TRIES):  # the fill is greedy: other counts may fill
-            spec = _counts(facts, sid, placed, r, tried)
+            spec = _counts(facts, sid, placed, r, tried, scope)
             ids = build(spec, r)
             if ids is not None and agrees(ids, facts, r):
                 return spec, None
@@ -153,7 +155,7 @@ def _placed(facts: Facts, r: Routing) -> tuple[dict, dict]:
     return placed, sid
 
 
-def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict:
+def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=None) -> dict:
     """Counts per expert and the ranks of the placed pairs, from a small z3 problem over
     the experts the facts name; the experts between two named ones are one group (their
     blocks and pairs: any pair total between the least that fills the blocks and the most
@@ -232,7 +234,7 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     for spec in tried:  # counts and ranks the fill found no tokens for
         track.plain(z3.Or(*[c[e] != spec["counts"][e] for e in named],
                           *[ranks[(t, k)] != rank for t, k, _, rank in spec["anchors"]]))
-    m = track.check()
+    m = track.check(scope)
 
     def val(x):
         return m.eval(x, model_completion=True).as_long()
@@ -253,8 +255,9 @@ TIMEOUT_MS, RETRY_TIMEOUT_MS = 2000, 10000
 
 class _Track:
     """The counts problem, its constraints labelled by the facts they come from. It is
-    solved in a z3 context of its own with fixed seeds (`check`), so that its answer
-    depends on the problem alone, not on what the process solved before."""
+    solved with fixed seeds in a z3 context apart from the process's (`check`): its own,
+    or the check's that asks it (which makes the same terms, in the same order, in every
+    process), so that its answer does not depend on what the process solved before."""
 
     def __init__(self, facts: Facts, placed: dict, sid: dict, r: Routing):
         self.constraints: list = []
@@ -286,11 +289,12 @@ class _Track:
         return out + [("tid", tk) for tk in self.facts.tid
                       if tk[0] in full and tk not in self.placed]
 
-    def check(self):
+    def check(self, scope=None):
         """A model of the counts problem (of the global context's terms); raises
         `Unrealisable` with the facts of an unsatisfiable core, or without a core (None)
-        when z3 did not decide it."""
-        scope = Scope()   # the problem's own context: its terms translated there
+        when z3 did not decide it. `scope`: the context to solve it in (a fresh solver
+        there), else a context of its own (making one costs a few milliseconds)."""
+        scope = scope if scope is not None else Scope()  # its terms translated there
         solver = scope.solver()
         solver.set("timeout", TIMEOUT_MS)
         # Ctrl-C is left to Python (raised as the query returns): with assumptions z3 names

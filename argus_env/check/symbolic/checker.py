@@ -34,7 +34,7 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import AXES, SV, axis_ranges, evaluate, free_names, merge
+from .values import AXES, And, Not, SV, axis_ranges, evaluate, forget, free_names, merge, simplify
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -79,6 +79,7 @@ class Checker:
                  num_sms: int = DEFAULT_NUM_SMS, timeout_ms: int = 5000,
                  deadline: float | None = None, target=None,
                  for_all: dict[str, tuple[int, int]] | None = None):
+        forget()  # the memo of `values.simplify` is each check's own
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -137,6 +138,7 @@ class Checker:
         self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
+        self._texts: dict = {}  # id(IR node) -> (node, its DSL text): `text`
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
@@ -526,7 +528,7 @@ class Checker:
             self.env[s] = SV((), self.size_terms[s])
         for name in self.for_all:
             lo, hi = self.for_all[name]
-            self.base_sizes.append(z3.And(self.size_terms[name] >= lo,
+            self.base_sizes.append(And(self.size_terms[name] >= lo,
                                           self.size_terms[name] < hi))
         params = dict(self.env)
         for i, (grid, stmts) in enumerate(launches(self.kernel)):
@@ -589,7 +591,7 @@ class Checker:
             if len(s.targets) == 1:
                 # a value put into a loop-carried name is a pipeline buffer's content
                 buffer = any(f.carried and s.targets[0] in f.carried for f in self.frames)
-                self.env[s.targets[0]] = replace(v, origin=print_expr(s.value),
+                self.env[s.targets[0]] = replace(v, origin=self.text(s.value),
                                                  carried=v.carried or buffer)
             else:
                 for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):
@@ -620,7 +622,7 @@ class Checker:
             return
         before = dict(self.env)
         results = []
-        for body, c in ((s.body, cond), (s.orelse, z3.Not(cond))):
+        for body, c in ((s.body, cond), (s.orelse, Not(cond))):
             self.env = dict(before)
             self.frames.append(Frame("if", [c]))
             self.block(body)
@@ -636,6 +638,15 @@ class Checker:
     # ------------------------------------------------------------ expressions
     def expr(self, e: ir.Expr) -> SV:
         return expr_rule(self, e)
+
+    def text(self, e: ir.Expr) -> str:
+        """The DSL text of expression `e` (`print_expr`), for messages: printed once per
+        node and check (a loop's body runs twice, and an operator's text contains its
+        operands')."""
+        hit = self._texts.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._texts[id(e)] = (e, print_expr(e))
+        return hit[1]
 
     def int_of(self, e: ir.Expr) -> z3.ArithRef:
         v = self.expr(e).val
@@ -688,15 +699,15 @@ class _Ranges:
     def __init__(self, vars: Vars):
         self.vars, self.bounds = vars, {}
 
-    def info(self, v):
-        return self.vars.info(v)
+    def named(self, name):
+        return self.vars.named(name)
 
 
 def _false(c) -> bool:
     """Whether `c` is false whatever its variables (z3's simplifier makes it `False`)."""
     if isinstance(c, bool):
         return not c
-    return z3.is_bool(c) and z3.is_false(z3.simplify(c))
+    return z3.is_bool(c) and z3.is_false(simplify(c))
 
 
 def _lit(value):

@@ -14,7 +14,7 @@ import itertools
 import z3
 
 from .solver import Var, affine, const_value, in_range
-from .values import Cov, axis_ranges, depends_on, evaluate, free_names
+from .values import And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -30,7 +30,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         if lo_n is not None and hi_n is not None and \
                 in_range(ck, [term.idx - lo_n], [hi_n - lo_n], shape):
             continue  # within [lo, hi) by the ranges of its variables: no query
-        m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
+        m = ck.solve(ctx + [term.dom, Or(term.idx < lo, term.idx >= hi)])
         if m is not None:
             ok = False
             ck.violate("coverage", op, f"the reduction over {name} includes {name}="
@@ -49,7 +49,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                   if b.decl().name() in used]
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
-            distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
+            distinct = Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
             m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
             if m is not None:
                 ck.violate("coverage", op, f"the reduction over {name} accumulates "
@@ -70,7 +70,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
             picks = t.picks if chosen is None else chosen[i]
             covered += [_some_lane(ck, w) for w in _at_picks(sh, picks)]
         pins = [v == value for v, value in inst]
-        gap = [z3.Not(z3.Or(*covered))] if covered else []
+        gap = [Not(Or(*covered))] if covered else []
         queries.append((ctx + pins + [x >= lo, x < hi] + gap, pins + gap))
     m = None
     # one tile at a time: the context is the same in every query, so a tile whose query is
@@ -94,7 +94,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
              if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
              and evaluate(m, v.expr) is not None]
     xv = evaluate(m, x)
-    anyc = z3.Or(*[z3.And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
+    anyc = Or(*[And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
     if ck.solve(ctx + fixed + [anyc]) is None:
         ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
                    m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
@@ -265,7 +265,7 @@ def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
     pairs += [(b, hints[b.get_id()]) for b in term.bound
               if b.get_id() not in used and b.get_id() in hints]
     sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
-    body = z3.And(sub(term.dom), sub(term.idx) == x)
+    body = And(sub(term.dom), sub(term.idx) == x)
     # a bound variable the decomposition does not pin down ranges over its values: some
     # value of it covers x (else the witness would ask for one arbitrary value of it)
     fixed = {v.get_id() for v, _ in pairs}

@@ -31,7 +31,7 @@ from ...ir import nodes as ir
 from ..pack import INTERNAL, SUMS
 from .solver import const_value, interval
 from .state import Frame
-from .values import SV, Cov, axis_ranges, depends_on, merge, subst
+from .values import And, Cov, Not, Or, SV, axis_ranges, depends_on, merge, subst
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
@@ -41,7 +41,7 @@ def run_loop(ck, s: ir.For) -> None:
     t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
 
     def valid(tt):
-        return z3.And(tt >= 0, start + tt * step < stop)
+        return And(tt >= 0, start + tt * step < stop)
 
     linear = _grid_stride(ck, start, stop, step, t, valid)
     cons = [valid(t)] if linear is None else [linear >= 0, linear < stop]
@@ -127,8 +127,8 @@ def _count(ck, s: ir.For, start, stop, step, valid):
     if c is not None and c > 0:
         return z3.If(stop > start, ck.div(stop - start + (c - 1), z3.IntVal(c)), 0)
     count = ck.vars.fresh(f"n_{s.var}", "iter", 0, None)
-    exit_cons = z3.Or(z3.And(count == 0, z3.Not(valid(0))),
-                      z3.And(count >= 1, valid(count - 1), z3.Not(valid(count))))
+    exit_cons = Or(And(count == 0, Not(valid(0))),
+                      And(count >= 1, valid(count - 1), Not(valid(count))))
     (ck.frames[-1].cons if ck.frames else ck.base).append(exit_cons)
     return count
 
@@ -206,7 +206,7 @@ def _acc_cov(ck, out: SV, at, upto, valid) -> dict:
         for term in terms:
             tp = ck.vars.fresh("tp", "iter", 0, None)
             cov.setdefault(name, []).append(Cov(
-                term.bound + (tp,), z3.And(subst(term.dom, at(tp)), valid(tp), tp < upto),
+                term.bound + (tp,), And(subst(term.dom, at(tp)), valid(tp), tp < upto),
                 subst(term.idx, at(tp)), term.kind,
                 tuple((v, subst(e, at(tp))) for v, e in term.defaults)))
     return cov
@@ -230,7 +230,7 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         tags = dict(v.tags)
         for n in sums:
             live = shifted.live()  # where the iteration before left data
-            tags[SUMS + n] = (init.live() if n in init.cov else z3.And(t >= 1, live),
+            tags[SUMS + n] = (init.live() if n in init.cov else And(t >= 1, live),
                               z3.IntVal(0))
         return replace(v, tags=tags, cov={}, carried=False, frag=out.frag or init.frag)
     return _havoc(ck, init)
@@ -268,7 +268,7 @@ def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
             continue
         g1, v1 = subst(g, at(t1)), subst(v, at(t1))
         g2, v2 = subst(g, at(t2)), subst(v, at(t2))
-        model = ck.find(z3.And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
+        model = ck.find(And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
         if model is not None:
             ck.violate("tag_conflict", "accumulate", f"accumulator `{name}` receives tag "
                        f"{tag} of different positions in different iterations", model,

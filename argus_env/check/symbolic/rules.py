@@ -11,13 +11,12 @@ import z3
 
 from ...dsl.dtypes import DTYPES
 from ...ir import nodes as ir
-from ...ir.printer import print_expr
 from ..fragments import transposed
 from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import AXES, SV, Cov, align, depends_on, move_axes, subst
+from .values import AXES, And, Cov, Not, Or, SV, align, depends_on, move_axes, simplify, subst
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -34,7 +33,7 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             raise NotImplementedError(f"check: `{e.id}` has no symbolic value")
         return ck.env[e.id]
     if isinstance(e, (ir.Symbol, ir.TupleExpr, ir.Slice)):
-        return SV((), None, origin=print_expr(e))
+        return SV((), None, origin=ck.text(e))
     if isinstance(e, ir.BinOp):
         return binop(ck, e)
     if isinstance(e, ir.UnaryOp):
@@ -44,7 +43,7 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             if e.op == "-" and z3.is_int(x.val):
                 val = -x.val
             elif e.op in ("not", "~") and z3.is_bool(x.val):
-                val = z3.Not(x.val)
+                val = Not(x.val)
         return replace(x, val=val)
     if isinstance(e, ir.Subscript):
         return expand(ck, e)
@@ -94,7 +93,7 @@ def binop(ck, e: ir.BinOp) -> SV:
     x, y = align(x, shape), align(y, shape)
     fx = x.fval if fx is None else fx
     fy = y.fval if fy is None else fy
-    what = print_expr(e)
+    what = ck.text(e)
     tags = union_tags(ck, [x, y], shape, what) if x.tags and y.tags else {**x.tags, **y.tags}
     if e.op in ("+", "-"):
         check_added(ck, x, y.cov, shape, what)  # a sum goes on: neither side may be final
@@ -109,7 +108,7 @@ def binop(ck, e: ir.BinOp) -> SV:
     out = SV(shape, _arith(ck, e.op, x.val, y.val), dict(tags), cov, x.carried or y.carried,
              x.frag or y.frag, fval=_ffold(e.op, fx, fy))
     if e.op in ("*", "/") and cov:  # normalised by its own total: final for those names
-        finalise(ck, out, sums(x) & sums(y), f"normalised by `{print_expr(e.rhs)}`")
+        finalise(ck, out, sums(x) & sums(y), f"normalised by `{ck.text(e.rhs)}`")
     rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
     if rule is not None:
         rule(ck, x, y, out, shape, what)
@@ -126,7 +125,7 @@ def scalar_value(x: SV) -> float | None:
         return x.fval
     if x.val is None:
         return None
-    v = z3.simplify(x.val)
+    v = simplify(x.val)
     if z3.is_int_value(v):
         return float(v.as_long())
     if z3.is_true(v) or z3.is_false(v):
@@ -217,7 +216,7 @@ def _same(ck, e):
     x = ck.expr(e.arg("x"))
     rule = ck.pack.calls.get(e.fn) if ck.pack is not None else None
     if rule is not None:
-        rule(ck, e.fn, x, x.shape, print_expr(e))
+        rule(ck, e.fn, x, x.shape, ck.text(e))
     return replace(x, val=None, fval=None)
 
 
@@ -258,9 +257,9 @@ def _where(ck, e):
         gy, vy = y.tags.get(n, (FALSE, None))
         # where only one side carries the tag, its guard says where: keep its value plain
         value = vx if vy is None else vy if vx is None else z3.If(cond, vx, vy)
-        tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), value)
+        tags[n] = (Or(And(cond, gx), And(Not(cond), gy)), value)
     cov = add_cov({n: [t.guard(cond) for t in ts] for n, ts in x.cov.items()},
-                  {n: [t.guard(z3.Not(cond)) for t in ts] for n, ts in y.cov.items()})
+                  {n: [t.guard(Not(cond)) for t in ts] for n, ts in y.cov.items()})
     val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
     return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag)
@@ -298,26 +297,26 @@ def _reduce_new(ck, e, x, axis):
     pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]
     x2 = x.map(lambda v: subst(v, pairs))
     shape = x.shape[:axis] + x.shape[axis + 1:]
-    live = z3.And(x2.live(), lane >= 0, lane < x.shape[axis])
+    live = And(x2.live(), lane >= 0, lane < x.shape[axis])
     kind = "sum" if e.fn == "sum" else "max"
     # a sum adds up the operands' own coverage over the reduced lanes: each lane is a
     # further bound variable of a term (a sum of partial sums over K covers what they
     # cover); max and min pick one lane, whose coverage is the result's (lane left free)
     tags = {}
-    cov = {n: [Cov(t.bound + (lane,), z3.And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
+    cov = {n: [Cov(t.bound + (lane,), And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
                    t.kind, t.defaults) if kind == "sum" and t.kind == "sum" else t for t in ts]
            for n, ts in x2.cov.items()}
     for n, (g, v) in x2.tags.items():
         if depends_on(v, lane):
-            cov.setdefault(n, []).append(Cov((lane,), z3.And(live, g), v, kind))
+            cov.setdefault(n, []).append(Cov((lane,), And(live, g), v, kind))
         else:
             # present where some lane of the reduced axis carries it
-            tags[n] = (z3.And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
+            tags[n] = (And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
                        subst(v, [(lane, anyl)]))
     out = SV(shape, None, tags, cov, x.carried, None)
     rule = ck.pack.reduce.get(e.fn) if ck.pack is not None else None
     if rule is not None:  # where some reduced lane carries data
-        rule(ck, e.fn, out, z3.And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))
+        rule(ck, e.fn, out, And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))
     return out
 
 

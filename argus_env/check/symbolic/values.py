@@ -49,7 +49,7 @@ class Cov:
 
     def guard(self, cond) -> "Cov":
         """The term restricted to where `cond` holds."""
-        return replace(self, dom=z3.And(cond, self.dom))
+        return replace(self, dom=And(cond, self.dom))
 
 
 @dataclass
@@ -76,11 +76,54 @@ class SV:
         something of data an element carries, they are none themselves)."""
         guards = [g for n, (g, _) in self.tags.items()
                   if not (n.startswith(FINAL) or n.startswith(SUMS))]
-        return z3.Or(*guards) if guards else z3.BoolVal(False)
+        return Or(*guards) if guards else z3.BoolVal(False)
 
     @property
     def tagged(self) -> bool:
         return bool(self.tags or self.cov)
+
+
+def And(*args) -> z3.BoolRef:
+    """`z3.And`: the same term, made without the Python-side coercion of every argument
+    where each is a formula of one context or a Python bool (the checker's conjunctions,
+    a check's most frequent terms); anything else goes to `z3.And`."""
+    return _junction(args, _mk_and, z3.And)
+
+
+def Or(*args) -> z3.BoolRef:
+    """`z3.Or`, made as `And` is."""
+    return _junction(args, _mk_or, z3.Or)
+
+
+def Not(a) -> z3.BoolRef:
+    """`z3.Not` of a formula (anything else goes to `z3.Not`)."""
+    if isinstance(a, z3.BoolRef):
+        ctx = a.ctx
+        return z3.BoolRef(_mk_not(ctx.ref(), a.as_ast()), ctx)
+    return z3.Not(a)
+
+
+def _junction(args, mk, slow):
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = args[0]
+    ctx = None
+    for a in args:
+        if isinstance(a, z3.BoolRef):
+            ctx = a.ctx
+            break
+    if ctx is None:  # no formula (only bools, or none at all): z3's own rules
+        return slow(*args)
+    n = len(args)
+    arr, keep = (_Ast * n)(), []
+    for i, a in enumerate(args):
+        if isinstance(a, z3.BoolRef) and a.ctx is ctx:
+            arr[i] = a.as_ast()
+        elif isinstance(a, bool):
+            keep.append(z3.BoolVal(a, ctx))
+            arr[i] = keep[-1].as_ast()
+        else:  # another sort, another context: z3's checks and messages
+            return slow(*args)
+    return z3.BoolRef(mk(ctx.ref(), n, arr), ctx)
 
 
 def subst(e, pairs):
@@ -120,10 +163,10 @@ def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
         if hit is None:
             if len(_RANGES) > 256:
                 _RANGES.clear()
-            hit = _RANGES[shape] = [z3.And(AXES[i] >= 0, AXES[i] < n)
+            hit = _RANGES[shape] = [And(AXES[i] >= 0, AXES[i] < n)
                                     for i, n in enumerate(shape)]
         return list(hit)
-    return [z3.And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
+    return [And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
 
 
 #: shape -> the ranges of `AXES` over it: immutable terms of module constants (z3 makes
@@ -155,6 +198,28 @@ def move_axes(v: SV, mapping: dict[int, int], shape: tuple[int, ...]) -> SV:
 
 
 _FREE: dict[int, tuple] = {}  # expr id -> (expr, names of its variables); keeps ids valid
+_SIMPLE: dict[int, tuple] = {}  # expr id -> (expr, z3.simplify of it): `simplify`
+
+
+def simplify(e):
+    """`z3.simplify(e)`, once per term of the global context in one check (the checker's
+    rules simplify the same scalars and conditions again and again: a loop's body is run
+    twice, an operand is read by every op that uses it). Each entry keeps its term alive,
+    so that its id is not reused; `forget` empties the memo when a check starts."""
+    if e.ctx is not _MAIN:
+        return z3.simplify(e)
+    key = e.get_id()
+    hit = _SIMPLE.get(key)
+    if hit is None:
+        if len(_SIMPLE) > 100_000:
+            _SIMPLE.clear()
+        hit = _SIMPLE[key] = (e, z3.simplify(e))
+    return hit[1]
+
+
+def forget() -> None:
+    """Empty the memo of `simplify` (a check starts: its memo is its own)."""
+    _SIMPLE.clear()
 
 
 def free_names(e) -> frozenset:
@@ -207,6 +272,8 @@ _num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg
 _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
 _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
 _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
+_mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
+_MAIN = z3.main_ctx()
 
 
 def depends_on(e, var) -> bool:
@@ -214,7 +281,7 @@ def depends_on(e, var) -> bool:
     if e is None:
         return False
     name = var.decl().name()
-    return name in free_names(e) and name in free_names(z3.simplify(e))
+    return name in free_names(e) and name in free_names(simplify(e))
 
 
 def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
@@ -233,7 +300,7 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     cov = {}
     for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
-        cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
+        cov[n] += [t.guard(Not(cond)) for t in b.cov.get(n, [])]
     return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin)
 
 
