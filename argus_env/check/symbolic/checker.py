@@ -161,13 +161,15 @@ class Checker:
         return max(1, min(self.timeout_ms, int(left_ms)))
 
     def solve(self, constraints, what: str | None = None, realise: bool = False,
-              decide: bool = False) -> z3.ModelRef | None:
+              decide: bool = False, source: str = "") -> z3.ModelRef | None:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
         that asked), so that the report cannot be `proven`. `realise`: the model goes to
         the pack's `exclude` hook (`ask`). `decide`: the caller asks only whether there is
         a model (it reads none of it), so the fast try's `sat` is the answer even where
-        the pack realises counterexamples."""
+        the pack realises counterexamples. `source` "fast" (`solve_real`, which judges
+        every model it takes): the fast try's model is taken even where the pack
+        realises counterexamples."""
         constraints = list(constraints)
         if constraints and _false(constraints[-1]):
             # the condition asked about (a violation's, last) is false by simplification
@@ -186,7 +188,7 @@ class Checker:
         # are made of, and so which models the realiser is given
         realise = realise or (self.pack is not None and self.pack.exclude is not None
                               and not decide)
-        r, model = self.ask(facts, what or _asker(), realise)
+        r, model = self.ask(facts, what or _asker(), realise, source)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         if r != z3.sat:
@@ -202,29 +204,47 @@ class Checker:
         models: with the facts it adds that hold of every input (then no model means no
         counterexample: None), or else with the inputs the model fixed excluded (then no
         model means none was realised). The last model when none is realised (a violation
-        of it is then undecided, not reported), None when there is none."""
+        of it is then undecided, not reported), None when there is none.
+
+        The models are first the fast try's (`ask`, `source` "fast": no query of the
+        default solver, the slowest of a counterexample's). Where that search ends
+        without a model some input realises, it is made again as it always was, with
+        the default solver's models: so a counterexample found that way is still found,
+        and one more may be."""
         rule = self.pack.exclude if self.pack is not None else None
-        constraints = list(constraints)
-        real = rule is not None
-        m = self.solve(constraints, what, real)
-        for _ in range(REALISE_TRIES - 1 if rule is not None else 0):
+        if rule is None:
+            return self.solve(constraints, what)
+        undecided = len(self.report.undecided)
+        m, real = self._realise(list(constraints), what, rule, "fast")
+        if real or (m is None and len(self.report.undecided) == undecided):
+            return m  # realised, or no model (of the query, or with facts of every input)
+        del self.report.undecided[undecided:]  # a query of that search: asked again below
+        return self._realise(list(constraints), what, rule, "")[0]
+
+    def _realise(self, constraints, what, rule, source: str) -> tuple:
+        """The search of `solve_real` with the models of `source` (`solve`): (the model,
+        whether an input realises it), (None, False) when there is none."""
+        m = self.solve(constraints, what, True, source=source)
+        for _ in range(REALISE_TRIES - 1):
             if m is None:
-                return None
+                return None, False
             out = rule(self, m)
             if out is None:
-                return m
+                return m, True
             implied, narrowing = out
             if implied:  # true of every input: the query is the same, only sharper
                 constraints = constraints + list(implied)
-                m = self.solve(constraints, what, real)
+                m = self.solve(constraints, what, True, source=source)
                 continue
             if narrowing is None:
-                return m
-            again = self.solve(constraints + [narrowing], what, real)
+                return m, False
+            again = self.solve(constraints + [narrowing], what, True, source=source)
             if again is None:
-                return m
+                return m, False
             constraints, m = constraints + [narrowing], again
-        return m
+        if m is not None and source == "fast":  # the last model, judged here
+            return m, rule(self, m) is None
+        return m, False
 
     def query_of(self, model) -> list | None:
         """The constraints a recent model of `solve` answered (a pack reads the host
@@ -232,7 +252,7 @@ class Checker:
         hit = self._asked.get(id(model))
         return hit[1] if hit is not None and hit[0] is model else None
 
-    def ask(self, facts, what: str, realise: bool = False) \
+    def ask(self, facts, what: str, realise: bool = False, source: str = "") \
             -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """Whether `facts` hold together, and a model of them when they do: counted as one
         query; `unknown` becomes an undecided obligation named `what`.
@@ -250,7 +270,9 @@ class Checker:
         solver's `unknown` leaves the obligation undecided. With `realise` (a model the
         pack's `exclude` hook judges: a pack may search for the inputs that realise the
         facts a model fixes), the fast try answers only `unsat`: a model comes from the
-        default solver, whose models those searches are made for. z3 answers Ctrl-C
+        default solver, whose models those searches are made for (unless `source` is
+        "fast": `solve_real` judges the fast try's models itself, and searches again
+        with the default solver's where it finds none realised). z3 answers Ctrl-C
         during the default solver's query by cancelling it (`unknown`): that is re-raised
         as `KeyboardInterrupt`, never taken for an answer."""
         budget = self.query_timeout_ms()
@@ -268,7 +290,7 @@ class Checker:
                 model = fast.model() if r == z3.sat else None
             finally:
                 fast.pop()
-            if r == z3.unsat or (r == z3.sat and not realise):
+            if r == z3.unsat or (r == z3.sat and (not realise or source == "fast")):
                 return r, back(model) if model is not None else None
             if r == z3.unknown:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
