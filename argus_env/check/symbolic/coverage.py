@@ -2,7 +2,9 @@
 
 `exactly_once(...)` proves it in three steps: nothing outside the range, no index twice
 (two copies of the bound variables), nothing missing (a witness built by mixed-radix
-decomposition of the missing index, then confirmed). Where the completeness rests on an
+decomposition of the missing index, then confirmed; where the witnesses miss a point
+some term covers, coverage with every binding of the terms' few bound variables spelled
+out, `enumerated`). Where the completeness rests on an
 assumption the task's pack names (`InvariantPack.assumed_complete`: a host routing step),
 a missing witness is a note instead of an undecided obligation.
 """
@@ -14,7 +16,8 @@ import itertools
 import z3
 
 from .solver import Var, affine, const_value, in_range
-from .values import And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names
+from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
+                     substitution)
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -88,22 +91,74 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         if ok:
             ck.proven(f"{op}: {name} covered exactly once")
         return
-    # confirm: with this instance, element and x fixed, no term covers x at all
+    if _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope):
+        return
+    # the witnesses missed a point some term covers: where every term has few bindings,
+    # coverage itself is a formula without quantifiers (`enumerated`), and the query for
+    # a point it misses is exact
+    covered = enumerated(ck, terms, x)
+    if covered is not None:
+        m = ck.solve(ctx + [x >= lo, x < hi, Not(covered)])
+        if m is None:
+            ck.proven(f"{op}: {name} covered exactly once (every binding enumerated)")
+            return
+        if _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope):
+            return
+    if (note := _assumption(ck, name)) is not None:
+        ck.report.notes.append(f"line {ck._line()}: {note}")
+    else:
+        ck.undecided(f"completeness of the reduction over {name}",
+                     "a point looked uncovered but no term was shown to miss it")
+
+
+def _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope) -> bool:
+    """Whether model `m`'s point x is confirmed missing (then reported): with its
+    instance, element and x fixed, no term covers x at all."""
     bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
     fixed = [v.expr == evaluate(m, v.expr) for v in ck.vars.vars.values()
              if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
              and evaluate(m, v.expr) is not None]
     xv = evaluate(m, x)
     anyc = Or(*[And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
-    if ck.solve(ctx + fixed + [anyc]) is None:
-        ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
-                   m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
-                   actual={f"missing {name}": xv}, frag=frag, scope=scope)
-    elif (note := _assumption(ck, name)) is not None:
-        ck.report.notes.append(f"line {ck._line()}: {note}")
-    else:
-        ck.undecided(f"completeness of the reduction over {name}",
-                     "a point looked uncovered but no term was shown to miss it")
+    if ck.solve(ctx + fixed + [anyc]) is not None:
+        return False
+    ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
+               m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
+               actual={f"missing {name}": xv}, frag=frag, scope=scope)
+    return True
+
+
+#: most bindings of one term `enumerated` spells out
+ENUMERATED = 64
+
+
+def enumerated(ck, terms: list[Cov], x) -> z3.BoolRef | None:
+    """That some term covers x, without quantifiers: for each term, one case per binding
+    of the bound variables its domain and index mention (and of the lanes its guards
+    read existentially, `any...`), each over the range it was made with. None where a
+    variable has no finite range or a term more than `ENUMERATED` bindings. A binding
+    outside those ranges is left out: the formula implies coverage (a proof of
+    completeness with it stands), and a point it misses is confirmed missing
+    (`_missing`) before it is reported."""
+    cases = []
+    for t in terms:
+        names = free_names(t.dom) | free_names(t.idx)
+        vs = [b for b in unique(t.bound) if b.decl().name() in names]
+        vs += [v.expr for n, v in ck.vars.vars.items() if n in names and n.startswith("any")]
+        ranges, count = [], 1
+        for v in unique(vs):
+            info = ck.vars.info(v)
+            if info is None or info.lo is None or info.hi is None:
+                return None
+            count *= max(info.hi - info.lo, 0)
+            if count > ENUMERATED:
+                return None
+            ranges.append((v, range(info.lo, info.hi)))
+        body = And(t.dom, t.idx == x)
+        for values in itertools.product(*[r for _, r in ranges]):
+            pairs = [(v, z3.IntVal(c)) for (v, _), c in zip(ranges, values)]
+            cases.append(substitution(pairs)(body) if pairs else body)
+    return Or(*cases) if cases else z3.BoolVal(False)
 
 
 def _assumption(ck, name: str) -> str | None:
