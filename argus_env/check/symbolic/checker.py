@@ -34,7 +34,8 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import AXES, And, Not, SV, axis_ranges, evaluate, forget, free_names, merge, simplify
+from .values import (AXES, SV, And, Not, axis_ranges, evaluate, forget, free_names, is_int,
+                     merge, simplify)
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -519,7 +520,7 @@ class Checker:
     def scalars(self) -> dict[str, z3.ArithRef]:
         """The integer scalar variables in scope (program ids, loop variables, ...)."""
         return {name: v.val for name, v in self.env.items()
-                if v.shape == () and v.val is not None and z3.is_int(v.val)
+                if v.shape == () and v.val is not None and is_int(v.val)
                 and self.kernel.param(name) is None and name not in self.sizes}
 
     def _names(self, ev, scope=None) -> dict[str, int]:
@@ -585,7 +586,7 @@ class Checker:
             if n is None and not self.for_all:
                 raise ValueError(f"grid dim {i} is not a constant at these sizes")
             if n is None:  # an extent that depends on a size proven for all values
-                if term is None or not z3.is_int(term):
+                if term is None or not is_int(term):
                     raise NotImplementedError(f"check: grid dim {i} is not an integer")
                 self.grid.append(None)
                 self.grid_terms.append(term)
@@ -672,7 +673,7 @@ class Checker:
 
     def int_of(self, e: ir.Expr) -> z3.ArithRef:
         v = self.expr(e).val
-        if v is None or not z3.is_int(v):
+        if v is None or not is_int(v):
             raise NotImplementedError(f"check: `{print_expr(e)}` is not an integer")
         return v
 
@@ -726,10 +727,18 @@ class _Ranges:
 
 
 def _false(c) -> bool:
-    """Whether `c` is false whatever its variables (z3's simplifier makes it `False`)."""
+    """Whether `c` is false whatever its variables (z3's simplifier makes it `False`). A
+    conjunction is where one of its conjuncts is (the simplifier rewrites each on its
+    own first): they are tried first, the last (a violation's own condition, most often
+    the false one) first, each simplified once per check (the others are the point's
+    path and guards, asked again and again), the conjunction as a whole only after."""
     if isinstance(c, bool):
         return not c
-    return z3.is_bool(c) and z3.is_false(simplify(c))
+    if not z3.is_bool(c):
+        return False
+    if z3.is_and(c) and any(z3.is_false(simplify(k)) for k in reversed(c.children())):
+        return True
+    return z3.is_false(simplify(c))
 
 
 def _lit(value):

@@ -17,7 +17,7 @@ import z3
 
 from .solver import Var, affine, const_value, in_range
 from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
-                     substitution)
+                     int_var, substitution)
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -171,7 +171,7 @@ def _twin(ck, v, suffix: str):
     """A fresh copy of variable `v` named `v` + `suffix`, with `v`'s kind and range."""
     info = ck.vars.info(v)
     name = v.decl().name() + suffix
-    twin = z3.Int(name)
+    twin = int_var(name)
     ck.vars.vars[name] = Var(twin, info.kind if info else "lane", info.lo if info else None,
                              info.hi if info else None, True)
     return twin

@@ -31,7 +31,7 @@ from ...ir import nodes as ir
 from ..pack import INTERNAL, SUMS
 from .solver import const_value, interval
 from .state import Frame
-from .values import And, Cov, Not, Or, SV, axis_ranges, depends_on, merge, subst
+from .values import SV, And, Cov, Not, Or, axis_ranges, depends_on, is_int, merge, subst
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
@@ -173,7 +173,7 @@ def _classify(out: SV, init: SV):
     if MARK in out.tags:
         return "acc", None
     if out.val is not None and init.val is not None and _mentions_entry(out.val):
-        if z3.is_int(out.val):
+        if is_int(out.val):
             diff = z3.simplify(out.val - _entry_var(out.val))
             if not _mentions_entry(diff):
                 return "ind", diff
@@ -254,7 +254,7 @@ def _exit(ck, kind, extra, init: SV, out: SV, t, at, count, valid, merge) -> SV:
 
 def _havoc(ck, init: SV) -> SV:
     val = None
-    if init.val is not None and z3.is_int(init.val):
+    if init.val is not None and is_int(init.val):
         val = ck.vars.fresh("unknown", "point", None, None)
     return SV(init.shape, val)
 

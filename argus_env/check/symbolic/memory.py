@@ -16,7 +16,7 @@ from .solver import affine, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
 from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, evaluate, free_names,
-                     move_axes, subst)
+                     is_int, move_axes, subst)
 
 
 @dataclass
@@ -52,7 +52,7 @@ def access(ck, call: ir.Call) -> Access:
                                                   (1,) * (max(len(shape), len(v.shape)) - len(v.shape)) + v.shape))
         placed = [align(v, shape) for v in idx]
     coords = [v.val for v in placed]
-    if any(c is None or not z3.is_int(c) for c in coords):
+    if any(c is None or not is_int(c) for c in coords):
         raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
     sizes = [ck.extent_terms[d] for d in tensor.dims]
     inb = And(*[And(c >= 0, c < n) for c, n in zip(coords, sizes)])
@@ -286,7 +286,7 @@ def assert_tags(ck, call: ir.Call) -> None:
     for name, rel in call.tags:
         if isinstance(rel, ir.Call) and rel.fn == "covers":
             lo, hi = (align(ck.expr(rel.arg(p)), x.shape).val for p in ("lo", "hi"))
-            if not all(b is not None and z3.is_int(b) for b in (lo, hi)):
+            if not all(b is not None and is_int(b) for b in (lo, hi)):
                 raise NotImplementedError(f"check: the range of `{print_expr(rel)}` is not "
                                           "an integer range it can follow")
             if name not in x.cov:
@@ -297,7 +297,7 @@ def assert_tags(ck, call: ir.Call) -> None:
                          "assert_tags", x.frag)
             continue
         target = align(ck.expr(rel), x.shape).val
-        if target is None or not z3.is_int(target):
+        if target is None or not is_int(target):
             raise NotImplementedError(f"check: tag {name}=`{print_expr(rel)}` of A.assert_tags "
                                       "is not an integer it can follow")
         if name not in x.tags:

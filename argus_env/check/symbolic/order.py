@@ -22,7 +22,7 @@ from __future__ import annotations
 import z3
 
 from ..pack import FINAL, NARROW_FLOATS as NARROW, SUMS, reduced_names
-from .values import And, Cov, Or, SV, evaluate
+from .values import SV, And, Cov, Or, evaluate
 
 
 def sums(v: SV) -> set[str]:

@@ -16,7 +16,8 @@ from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import AXES, And, Cov, Not, Or, SV, align, depends_on, move_axes, simplify, subst
+from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, is_int, move_axes,
+                     simplify, subst)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -40,7 +41,7 @@ def expr_rule(ck, e: ir.Expr) -> SV:
         x = ck.expr(e.operand)
         val = None
         if x.val is not None:
-            if e.op == "-" and z3.is_int(x.val):
+            if e.op == "-" and is_int(x.val):
                 val = -x.val
             elif e.op in ("not", "~") and z3.is_bool(x.val):
                 val = Not(x.val)
@@ -222,14 +223,14 @@ def _same(ck, e):
 
 def _abs(ck, e):
     x = ck.expr(e.arg("x"))
-    val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and z3.is_int(x.val) else None
+    val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and is_int(x.val) else None
     return replace(x, val=val)
 
 
 def _cast(ck, e):
     x = ck.expr(e.arg("x"))
     dtype = DTYPES[e.arg("dtype").name]
-    val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
+    val = x.val if x.val is not None and dtype.is_int and is_int(x.val) else None
     fval = scalar_value(x) if not dtype.is_int else None  # `A.cast(M <= 130, A.f32)`
     out = replace(x, val=val, fval=fval, tags=dict(x.tags))
     if dtype.name in NARROW:  # a sum rounded to storage precision is complete
@@ -270,7 +271,7 @@ def _tag(ck, e):
     tags = dict(x.tags)
     for name, te in e.tags:
         v = align(ck.expr(te), x.shape).val
-        if v is None or not z3.is_int(v):
+        if v is None or not is_int(v):
             raise NotImplementedError(f"check: tag {name} must be an integer")
         tags[name] = (z3.BoolVal(True), v)
     return replace(x, tags=tags)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import AXES, _raw, simplify, substitution
+from .values import AXES, _raw, int_var, simplify, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -40,7 +40,7 @@ class Vars:
 
     def fresh(self, prefix: str, kind: str, lo: int | None = 0, hi: int | None = None) -> z3.ArithRef:
         name = f"{prefix}!{next(self.counter)}"
-        v = z3.Int(name)
+        v = int_var(name)
         self.vars[name] = Var(v, kind, lo, hi)
         return v
 
@@ -61,7 +61,7 @@ class Vars:
         suffix = f"{suffix}.{next(self.counter)}"
         for name, v in list(self.vars.items()):
             if v.kind in kinds and not v.twin:
-                twin = z3.Int(f"{name}{suffix}")
+                twin = int_var(f"{name}{suffix}")
                 self.vars[f"{name}{suffix}"] = Var(twin, v.kind, v.lo, v.hi, True)
                 pairs.append((v.expr, twin))
 

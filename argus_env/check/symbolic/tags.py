@@ -8,7 +8,7 @@ from __future__ import annotations
 import z3
 
 from .order import marked, merge_final
-from .values import And, Or, SV
+from .values import SV, And, Or
 
 FALSE = z3.BoolVal(False)
 

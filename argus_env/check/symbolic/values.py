@@ -126,6 +126,21 @@ def _junction(args, mk, slow):
     return z3.BoolRef(mk(ctx.ref(), n, arr), ctx)
 
 
+def int_var(name: str) -> z3.ArithRef:
+    """`z3.Int(name)` of the global context, made by z3's C API (a check makes hundreds:
+    every variable and each of its copies for a two-instance query)."""
+    ref = _MAIN.ref()
+    return z3.ArithRef(_mk_const(ref, _mk_symbol(ref, name), _INT.ast), _MAIN)
+
+
+def is_int(e) -> bool:
+    """`z3.is_int(e)`: an integer-sorted expression, without a sort object per call."""
+    if not isinstance(e, z3.ArithRef):
+        return False
+    ctx = e.ctx.ref()
+    return _sort_kind(ctx, _get_sort(ctx, e.as_ast())) == z3.Z3_INT_SORT
+
+
 def subst(e, pairs):
     """`e` with each `(old, new)` of `pairs` replaced simultaneously (`z3.substitute`)."""
     if e is None or not pairs:
@@ -273,7 +288,10 @@ _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name
 _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
 _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
 _mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
+_mk_const, _mk_symbol = _core.Z3_mk_const, _core.Z3_mk_string_symbol
+_get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
 _MAIN = z3.main_ctx()
+_INT = z3.IntSort(_MAIN)
 
 
 def depends_on(e, var) -> bool:
