@@ -134,10 +134,10 @@ def test_the_gathered_heads_are_counted_without_a_quantified_query(monkeypatch):
     quantified = []
     original = Checker.ask
 
-    def ask(self, facts, what, realise=False):
+    def ask(self, facts, what, realise=False, source=""):
         if any("exists" in f.sexpr() or "forall" in f.sexpr() for f in facts):
             quantified.append(what)
-        return original(self, facts, what, realise)
+        return original(self, facts, what, realise, source)
     monkeypatch.setattr(Checker, "ask", ask)
     program = ATTENTION.bind(ATTENTION.space.program(ALL), KVH4_CAUSAL)
     report = check_program(program, KVH4_CAUSAL, ATTENTION)
@@ -153,12 +153,12 @@ def _undecided(monkeypatch, words):
     """Every query whose obligation names one of `words` answers unknown."""
     original = Checker.ask
 
-    def ask(self, facts, what, realise=False):
+    def ask(self, facts, what, realise=False, source=""):
         if any(w in what for w in words):
             self.report.queries += 1
             self.undecided(what, "the solver answered unknown: forced by the test")
             return z3.unknown, None
-        return original(self, facts, what, realise)
+        return original(self, facts, what, realise, source)
     monkeypatch.setattr(Checker, "ask", ask)
 
 
@@ -192,7 +192,8 @@ def test_an_undecided_counts_problem_leaves_the_counterexample_undecided(monkeyp
             s = super().solver(simple)
             s.set("rlimit", 1)
             return s
-    monkeypatch.setattr(realize, "Scope", Starved)
+    check = realize._Track.check   # the counts problem, in a starved context of its own
+    monkeypatch.setattr(realize._Track, "check", lambda self, scope=None: check(self, Starved()))
     m = next(m for m in corpus_moe.CORPUS if m.name == "combine-drops-last-slot")
     report = check_program(m.program(), m.sizes, get_task("moe"))
     assert report.status == "undecided" and not report.ok, report.render()
