@@ -31,7 +31,8 @@ from ...ir import nodes as ir
 from ..pack import INTERNAL, SUMS
 from .solver import const_value, interval
 from .state import Frame
-from .values import SV, And, Cov, Not, Or, axis_ranges, depends_on, is_int, merge, subst
+from .values import (SV, And, Cov, Not, Or, add, axis_ranges, depends_on, ge, is_int, lt, merge,
+                     mul, sub, subst, substitution)
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
@@ -41,7 +42,7 @@ def run_loop(ck, s: ir.For) -> None:
     t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
 
     def valid(tt):
-        return And(tt >= 0, start + tt * step < stop)
+        return And(ge(tt, 0), lt(add(start, mul(tt, step)), stop))
 
     linear = _grid_stride(ck, start, stop, step, t, valid)
     cons = [valid(t)] if linear is None else [linear >= 0, linear < stop]
@@ -216,12 +217,12 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + t * extra, init.tags, init.cov)
     if kind == "carry":
-        shifted = out.map(lambda e: subst(e, at(t - 1)))
+        shifted = out.map(substitution(at(sub(t, 1))))
         return replace(merge(t == 0, init, shifted), carried=True)
     if kind == "acc":
         # entry tags: the previous iteration's; entry coverage is left empty, so that the
         # body's result holds exactly this iteration's contribution (read at the exit)
-        shifted = _strip(out).map(lambda e: subst(e, at(t - 1)))
+        shifted = _strip(out).map(substitution(at(sub(t, 1))))
         v = merge(t == 0, init, replace(shifted, cov={}))
         # it holds the sums of the iterations before (and the initial value's), which the
         # order rules must see though the terms stay out of the body
@@ -240,10 +241,10 @@ def _exit(ck, kind, extra, init: SV, out: SV, t, at, count, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + count * extra, init.tags, init.cov)
     if kind == "carry":
-        last = out.map(lambda e: subst(e, at(count - 1)))
+        last = out.map(substitution(at(sub(count, 1))))
         return merge(count == 0, init, last)
     if kind == "acc":
-        last = _strip(out).map(lambda e: subst(e, at(count - 1)))
+        last = _strip(out).map(substitution(at(sub(count, 1))))
         v = merge(count == 0, init, replace(last, cov={}))
         v.cov = {n: list(ts) for n, ts in init.cov.items()}
         for n, terms in _acc_cov(ck, out, at, count, valid).items():

@@ -15,8 +15,8 @@ from .order import check_added, drop_final
 from .solver import affine, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
-from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, evaluate, free_names,
-                     is_int, move_axes, subst)
+from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, eq, evaluate, free_names,
+                     ge, is_int, lt, move_axes, ne, subst, substitution)
 
 
 @dataclass
@@ -55,7 +55,7 @@ def access(ck, call: ir.Call) -> Access:
     if any(c is None or not is_int(c) for c in coords):
         raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
     sizes = [ck.extent_terms[d] for d in tensor.dims]
-    inb = And(*[And(c >= 0, c < n) for c, n in zip(coords, sizes)])
+    inb = And(*[And(ge(c, 0), lt(c, n)) for c, n in zip(coords, sizes)])
     tma = _flag(call, "tma")
     live = inb if tma else _mask(ck, call.arg("mask"), idx, placed, shape, ortho)
     return Access(tensor, coords, shape, live, inb, [v for v in placed if v.tags])
@@ -146,8 +146,8 @@ def carried_coverage(ck, a: Access) -> dict[str, list]:
             return subst(e, ren)
         coords = [mv(c) for c in w.coords]
         glue = And(*[mv(p) for p in w.path],
-                      *[And(x >= 0, x < n) for x, n in zip(axes, w.shape)],
-                      mv(w.live), a.live, *[c == d for c, d in zip(coords, a.coords)])
+                      *[And(ge(x, 0), lt(x, n)) for x, n in zip(axes, w.shape)],
+                      mv(w.live), a.live, *[eq(c, d) for c, d in zip(coords, a.coords)])
         mine = None
         for name, terms in w.value.cov.items():
             for t in terms:
@@ -199,7 +199,7 @@ def write(ck, call: ir.Call) -> None:
         if d not in value.tags:
             continue
         g, v = value.tags[d]
-        m = ck.find(And(a.live, a.inbounds, g, v != c), a.shape)
+        m = ck.find(And(a.live, a.inbounds, g, ne(v, c)), a.shape)
         if m is None:
             ck.proven(f"{call.fn} {a.tensor.name}: tag {d} owns its destination")
             continue
@@ -221,9 +221,9 @@ def dot(ck, call: ir.Call) -> SV:
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     lane = ck.vars.fresh("l", "lane", 0, k)
     anyl = ck.vars.fresh("anyl", "lane", 0, k)
-    a2 = a.map(lambda e: subst(e, [(AXES[1], lane)]))
-    b2 = b.map(lambda e: subst(e, [(AXES[0], lane)]))
-    lr = [lane >= 0, lane < k]
+    a2 = a.map(substitution([(AXES[1], lane)]))
+    b2 = b.map(substitution([(AXES[0], lane)]))
+    lr = [ge(lane, 0), lt(lane, k)]
     live = And(a2.live(), b2.live())
     shape = (m, n)
     shared = sorted(set(a2.tags) & set(b2.tags))
@@ -238,7 +238,7 @@ def dot(ck, call: ir.Call) -> SV:
     contracted = []
     for name in shared:
         (ga, va), (gb, vb) = a2.tags[name], b2.tags[name]
-        model = ck.find(And(live, ga, gb, va != vb), shape, lr)
+        model = ck.find(And(live, ga, gb, ne(va, vb)), shape, lr)
         if model is not None:
             msg = (f"`{what}` multiplies lhs element with {name}={evaluate(model, va)} by rhs "
                    f"element with {name}={evaluate(model, vb)} at lane {evaluate(model, lane)}")
@@ -258,12 +258,12 @@ def dot(ck, call: ir.Call) -> SV:
             if name in contracted or name in tags:
                 continue
             # present where some lane contributes (a lane within the contraction)
-            tags[name] = (And(subst(And(g, other.live()), some), anyl >= 0, anyl < k),
+            tags[name] = (And(subst(And(g, other.live()), some), ge(anyl, 0), lt(anyl, k)),
                           subst(v, some))
     # a lane adds an index of a contracted name where both operands carry that name there
     # (a masked-off score that picked up its row's maximum carries data, but no key)
-    cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], lane >= 0,
-                                      lane < k), a2.tags[name][1], "sum")]
+    cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], ge(lane, 0),
+                                      lt(lane, k)), a2.tags[name][1], "sum")]
            for name in contracted}
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
@@ -305,7 +305,7 @@ def assert_tags(ck, call: ir.Call) -> None:
                        ck.find(anydata, x.shape), x.shape)
             continue
         g, v = x.tags[name]
-        model = ck.find(And(g, v != target), x.shape)
+        model = ck.find(And(g, ne(v, target)), x.shape)
         if model is None:
             ck.proven(f"assert_tags: {name}")
             continue

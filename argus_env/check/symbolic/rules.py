@@ -16,8 +16,8 @@ from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, is_int, move_axes,
-                     simplify, subst)
+from .values import (AXES, SV, And, Cov, Not, Or, add, align, depends_on, eq, ge, gt, is_int,
+                     le, lt, move_axes, mul, ne, simplify, sub, subst, substitution)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -67,10 +67,10 @@ def _arith(ck, op: str, a, b):
         b = z3.If(b, 1, 0) if z3.is_bool(b) else b
     if op in ("&", "|", "^", "<<", ">>"):
         return _bitwise(op, a, b)
-    fns = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-           "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: a < b,
-           "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
-           "==": lambda: a == b, "!=": lambda: a != b}
+    fns = {"+": lambda: add(a, b), "-": lambda: sub(a, b), "*": lambda: mul(a, b),
+           "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: lt(a, b),
+           "<=": lambda: le(a, b), ">": lambda: gt(a, b), ">=": lambda: ge(a, b),
+           "==": lambda: eq(a, b), "!=": lambda: ne(a, b)}
     return fns[op]() if op in fns else None
 
 
@@ -296,7 +296,7 @@ def _reduce_new(ck, e, x, axis):
     lane = ck.vars.fresh("lane", "lane", 0, x.shape[axis])
     anyl = ck.vars.fresh("anylane", "lane", 0, x.shape[axis])
     pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]
-    x2 = x.map(lambda v: subst(v, pairs))
+    x2 = x.map(substitution(pairs))
     shape = x.shape[:axis] + x.shape[axis + 1:]
     live = And(x2.live(), lane >= 0, lane < x.shape[axis])
     kind = "sum" if e.fn == "sum" else "max"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import AXES, _raw, int_var, simplify, substitution
+from .values import AXES, _raw, int_var, simplify, sub, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -268,7 +268,7 @@ def affine(e: z3.ArithRef, vs: list[z3.ArithRef]) -> tuple[int, dict] | None:
     coeffs = {}
     for v, i in zip(vs, ids):
         at1 = substitution([(w, one if j == i else zero) for w, j in zip(vs, ids)])(e)
-        c = const_value(simplify(at1 - c0))
+        c = const_value(simplify(sub(at1, c0)))
         if c is None:
             return None
         if c:

@@ -126,6 +126,132 @@ def _junction(args, mk, slow):
     return z3.BoolRef(mk(ctx.ref(), n, arr), ctx)
 
 
+def ge(a, b) -> z3.BoolRef:
+    """`a >= b` for an integer term `a` and an integer term or Python int `b`: the same
+    term Python's operator makes (the reflected `b <= a` where `b`'s class is a subclass
+    of `a`'s, a numeral's: Python asks it first), made by z3's C API without the
+    Python-side coercion of the operands (a check's index arithmetic is made of these);
+    anything else goes to the operator."""
+    if _reflected(a, b):
+        return le(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_ge(got[0].ref(), got[1], got[2]), got[0]) if got else a >= b
+
+
+def gt(a, b) -> z3.BoolRef:
+    """`a > b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return lt(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_gt(got[0].ref(), got[1], got[2]), got[0]) if got else a > b
+
+
+def le(a, b) -> z3.BoolRef:
+    """`a <= b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return ge(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_le(got[0].ref(), got[1], got[2]), got[0]) if got else a <= b
+
+
+def lt(a, b) -> z3.BoolRef:
+    """`a < b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return gt(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_lt(got[0].ref(), got[1], got[2]), got[0]) if got else a < b
+
+
+def eq(a, b) -> z3.BoolRef:
+    """`a == b` of integers, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return eq(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_eq(got[0].ref(), got[1], got[2]), got[0]) if got else a == b
+
+
+def ne(a, b) -> z3.BoolRef:
+    """`a != b` of integers (z3's `distinct`), made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return ne(b, a)
+    got = _ints(a, b)
+    if not got:
+        return a != b
+    args = (_Ast * 2)(got[1], got[2])
+    return z3.BoolRef(_mk_distinct(got[0].ref(), 2, args), got[0])
+
+
+def _reflected(a, b) -> bool:
+    """Python makes `a op b` with `b`'s reflected comparison when `b`'s class is a proper
+    subclass of `a`'s (a numeral against a term)."""
+    return type(b) is not type(a) and isinstance(b, type(a))
+
+
+def add(a, b) -> z3.ArithRef:
+    """`a + b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_add, got) if got else a + b
+
+
+def sub(a, b) -> z3.ArithRef:
+    """`a - b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_sub, got) if got else a - b
+
+
+def mul(a, b) -> z3.ArithRef:
+    """`a * b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_mul, got) if got else a * b
+
+
+def _ints(a, b) -> tuple | None:
+    """(context, a's pointer, b's pointer) where `a` is an integer term and `b` one of its
+    context or a Python int (made the integer numeral z3's operator would make), else
+    None: z3's own operator, with its coercions and its errors."""
+    if not isinstance(a, z3.ArithRef):
+        return None
+    ctx = a.ctx
+    ref = ctx.ref()
+    x = a.as_ast()
+    if _sort_kind(ref, _get_sort(ref, x)) != z3.Z3_INT_SORT:
+        return None
+    if type(b) is int:
+        y = int_val(b, ctx).as_ast()
+    elif isinstance(b, z3.ArithRef) and b.ctx is ctx:
+        y = b.as_ast()
+        if _sort_kind(ref, _get_sort(ref, y)) != z3.Z3_INT_SORT:
+            return None
+    else:
+        return None
+    return ctx, x, y
+
+
+def _arith(mk, got) -> z3.ArithRef:
+    ctx, x, y = got
+    args = (_Ast * 2)(x, y)
+    ast = mk(ctx.ref(), 2, args)
+    # as z3's operator wraps it (`_to_expr_ref`): a numeral is an `IntNumRef`
+    if _ast_kind(ctx.ref(), ast) == z3.Z3_NUMERAL_AST:
+        return z3.IntNumRef(ast, ctx)
+    return z3.ArithRef(ast, ctx)
+
+
+def int_val(v: int, ctx=None) -> z3.IntNumRef:
+    """`z3.IntVal(v, ctx)`; the global context's small numerals are made once."""
+    if ctx is None or ctx is _MAIN:
+        hit = _NUMERALS.get(v)
+        if hit is None:
+            hit = z3.IntVal(v)
+            if -4096 <= v <= 4096:
+                _NUMERALS[v] = hit
+        return hit
+    return z3.IntVal(v, ctx)
+
+
+_NUMERALS: dict[int, z3.IntNumRef] = {}  # small integer numerals of the global context
+
+
 def int_var(name: str) -> z3.ArithRef:
     """`z3.Int(name)` of the global context, made by z3's C API (a check makes hundreds:
     every variable and each of its copies for a two-instance query)."""
@@ -289,6 +415,9 @@ _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_q
 _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
 _mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
 _mk_const, _mk_symbol = _core.Z3_mk_const, _core.Z3_mk_string_symbol
+_mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le, _core.Z3_mk_lt
+_mk_eq, _mk_distinct = _core.Z3_mk_eq, _core.Z3_mk_distinct
+_mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
 _get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
 _MAIN = z3.main_ctx()
 _INT = z3.IntSort(_MAIN)

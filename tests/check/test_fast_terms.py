@@ -1,0 +1,112 @@
+"""The checker's term constructors made by z3's C API (`symbolic.values`) make the terms
+z3's Python API makes: the same term (z3's `eq`), of the same Python class, in the same
+context, and the same error where z3 refuses the operands. They spare the Python-side
+coercion of every operand, which was a large share of a check's time; a difference here
+would change the queries a check asks, and with them its answers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import z3
+
+from argus_env.check.symbolic import values as V
+from argus_env.check.symbolic.solver import Vars, interval
+
+X, Y = z3.Ints("x y")
+OTHER = z3.Context()
+#: operands of every kind the checker meets, and some it must leave to z3: integer terms
+#: and numerals, Python ints (one past 64 bits), reals, booleans, floats, None, and terms
+#: of another context
+LEFT = [X, X + 1, z3.IntVal(3), z3.Real("r"), 5, z3.Bool("b"), z3.Int("x", OTHER),
+        z3.IntVal(5, OTHER)]
+RIGHT = [Y, 0, 7, -3, 10**30, z3.IntVal(2), z3.Real("r"), z3.Bool("b"), True, 2.5,
+         z3.Int("x", OTHER), None, z3.IntVal(4, OTHER), z3.RealVal(1)]
+OPERATORS = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b,
+             "lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+             "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
+
+def _outcome(f, *args):
+    try:
+        return f(*args), None
+    except Exception as e:  # z3's refusal (a sort or context mismatch, a None)
+        return None, type(e)
+
+
+def _same(got, want) -> bool:
+    if isinstance(want, z3.AstRef):
+        return isinstance(got, z3.AstRef) and type(got) is type(want) and \
+            got.ctx is want.ctx and got.eq(want)
+    return got == want and type(got) is type(want)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_arithmetic_is_the_operator(name):
+    """Every operand pair: the operator's term, including Python's reflected comparison
+    where the right operand's class is a subclass of the left's (`x >= IntVal(2)` is
+    `2 <= x`), and its error."""
+    fast, slow = getattr(V, name), OPERATORS[name]
+    for a, b in itertools.product(LEFT, RIGHT):
+        (got, err), (want, want_err) = _outcome(fast, a, b), _outcome(slow, a, b)
+        assert err == want_err, (name, a, b, err, want_err)
+        assert _same(got, want), (name, a, b, got, want)
+
+
+def test_reflected_comparisons_are_kept():
+    """The case that tells a reimplementation from the operator: a numeral on the right."""
+    assert V.ge(X, z3.IntVal(2)).eq(z3.IntVal(2) <= X)
+    assert not V.ge(X, z3.IntVal(2)).eq(z3.BoolRef(z3.z3core.Z3_mk_ge(
+        X.ctx_ref(), X.as_ast(), z3.IntVal(2).as_ast()), X.ctx))
+
+
+def test_junctions_are_z3s():
+    """And, Or and Not of formulas, Python bools, one list, nothing, other contexts."""
+    p, q = z3.Bools("p q")
+    cases = [(p,), (p, q), (p, True), (False, q, p), ([p, q],), ((p,),), (), (True, False),
+             (p, z3.Bool("p", OTHER)), (p, X)]
+    for fast, slow in ((V.And, z3.And), (V.Or, z3.Or)):
+        for args in cases:
+            (got, err), (want, want_err) = _outcome(fast, *args), _outcome(slow, *args)
+            assert err == want_err and _same(got, want), (fast, args, got, want)
+    for a in (p, z3.Not(q), True, X):
+        (got, err), (want, want_err) = _outcome(V.Not, a), _outcome(z3.Not, a)
+        assert err == want_err and _same(got, want), (a, got, want)
+
+
+def test_variables_numerals_and_sorts():
+    assert _same(V.int_var("pid0!7"), z3.Int("pid0!7"))
+    for v in (0, 1, -1, 4096, 4097, -5000, 10**40):
+        assert _same(V.int_val(v), z3.IntVal(v))
+        assert _same(V.int_val(v, OTHER), z3.IntVal(v, OTHER))
+    for e in (X, X + 1, z3.IntVal(2), z3.Real("r"), z3.Bool("b"), 3, None,
+              z3.Int("x", OTHER), z3.ToReal(X)):
+        assert V.is_int(e) == z3.is_int(e), e
+
+
+def test_simplify_is_z3s_and_forgets():
+    """The memo answers z3.simplify's term, for a check; `forget` empties it."""
+    e = X + 0 * Y - X + 3 > 2
+    assert V.simplify(e).eq(z3.simplify(e))
+    assert V.simplify(e) is V.simplify(e)
+    first = V.simplify(e)
+    V.forget()
+    assert V.simplify(e) is not first and V.simplify(e).eq(first)
+    other = z3.Int("x", OTHER) + 0 > 1
+    assert V.simplify(other).eq(z3.simplify(other))
+
+
+def test_interval_bounds_terms():
+    """The walk over z3's C accessors bounds each kind of term it knows, and no other."""
+    vs = Vars()
+    i, j = vs.fresh("pid0", "pid", 0, 8), vs.fresh("lane", "lane", 2, 5)
+    u = vs.fresh("unknown", "point", None, None)
+    cases = {i: (0, 7), j: (2, 4), i + j: (2, 11), i - j: (-4, 5), -i: (-7, 0),
+             3 * i: (0, 21), i * j: (0, 28), (i - j) * j: (-16, 20), i / 2: (0, 3),
+             i % 3: (0, 2),
+             z3.If(i <= j, i, j): (0, 4), z3.If(i >= j, i, j): (2, 7),
+             z3.If(i > 3, i, j): (0, 7), z3.IntVal(-6): (-6, -6), u: None, i + u: None,
+             z3.If(u > 0, i, u): None, z3.ToReal(i) + 1: None}
+    for e, want in cases.items():
+        assert interval(e, vs) == want, (e, interval(e, vs), want)
