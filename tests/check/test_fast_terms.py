@@ -75,6 +75,18 @@ def test_junctions_are_z3s():
         assert err == want_err and _same(got, want), (a, got, want)
 
 
+def test_if_is_z3s():
+    """If of formulas, of integer terms and numerals, and everything else it leaves to z3
+    (Python ints and bools, reals, mixed sorts, another context)."""
+    c = z3.Bool("c")
+    branches = [X, z3.IntVal(1), 0, 2, z3.Bool("p"), True, z3.Real("r"), z3.Int("x", OTHER)]
+    for cond in (c, X > 1, True, z3.Bool("c", OTHER)):
+        for a, b in itertools.product(branches, branches):
+            (got, err), (want, want_err) = _outcome(V.If, cond, a, b), \
+                _outcome(z3.If, cond, a, b)
+            assert err == want_err and _same(got, want), (cond, a, b, got, want)
+
+
 def test_variables_numerals_and_sorts():
     assert _same(V.int_var("pid0!7"), z3.Int("pid0!7"))
     for v in (0, 1, -1, 4096, 4097, -5000, 10**40):

@@ -15,8 +15,8 @@ from .order import check_added, drop_final
 from .solver import affine, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
-from .values import (AXES, SV, And, Cov, Not, Or, align, depends_on, eq, evaluate, free_names,
-                     ge, is_int, lt, move_axes, ne, subst, substitution)
+from .values import (AXES, SV, And, Cov, If, Not, Or, align, depends_on, eq, evaluate,
+                     free_names, ge, int_val, is_int, lt, move_axes, ne, subst, substitution)
 
 
 @dataclass
@@ -118,7 +118,7 @@ def load(ck, call: ir.Call) -> SV:
         data = ck.uf(a.tensor.name, len(a.coords))(*a.coords)
         other = call.arg("other")
         fill = other.value if isinstance(other, ir.Const) and isinstance(other.value, int) else 0
-        val = z3.If(a.live, data, fill)
+        val = If(a.live, data, int_val(fill))
     return SV(a.shape, val, tags, carried_coverage(ck, a))
 
 

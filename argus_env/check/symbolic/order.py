@@ -22,7 +22,7 @@ from __future__ import annotations
 import z3
 
 from ..pack import FINAL, NARROW_FLOATS as NARROW, SUMS, reduced_names
-from .values import SV, And, Cov, Or, evaluate
+from .values import SV, And, Cov, If, Or, evaluate
 
 
 def sums(v: SV) -> set[str]:
@@ -87,7 +87,7 @@ def check_added(ck, base: SV, added: dict[str, list[Cov]], shape, what: str) -> 
 
 def merge_final(g0, v0, g, v) -> tuple:
     """Two final marks of one name meet: the element is final where either says so."""
-    return Or(g0, g), z3.If(g0, v0, v)
+    return Or(g0, g), If(g0, v0, v)
 
 
 def drop_final(v: SV) -> SV:

@@ -16,8 +16,8 @@ from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import const_value
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import (AXES, SV, And, Cov, Not, Or, add, align, depends_on, eq, ge, gt, is_int,
-                     le, lt, move_axes, mul, ne, simplify, sub, subst, substitution)
+from .values import (AXES, SV, And, Cov, If, Not, Or, add, align, depends_on, eq, ge, gt,
+                     is_int, le, lt, move_axes, mul, ne, simplify, sub, subst, substitution)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -257,11 +257,11 @@ def _where(ck, e):
         gx, vx = x.tags.get(n, (FALSE, None))
         gy, vy = y.tags.get(n, (FALSE, None))
         # where only one side carries the tag, its guard says where: keep its value plain
-        value = vx if vy is None else vy if vx is None else z3.If(cond, vx, vy)
+        value = vx if vy is None else vy if vx is None else If(cond, vx, vy)
         tags[n] = (Or(And(cond, gx), And(Not(cond), gy)), value)
     cov = add_cov({n: [t.guard(cond) for t in ts] for n, ts in x.cov.items()},
                   {n: [t.guard(Not(cond)) for t in ts] for n, ts in y.cov.items()})
-    val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
+    val = If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
     return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag)
 

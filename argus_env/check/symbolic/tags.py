@@ -8,7 +8,7 @@ from __future__ import annotations
 import z3
 
 from .order import marked, merge_final
-from .values import SV, And, Or, ne
+from .values import SV, And, If, Or, ne
 
 FALSE = z3.BoolVal(False)
 
@@ -51,7 +51,7 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                                m, shape, expected={label: v0}, actual={label: v})
                 else:
                     ck.proven(f"{what}: tag {name} agrees")
-            out[name] = (Or(g0, g), z3.If(g0, v0, v))
+            out[name] = (Or(g0, g), If(g0, v0, v))
     return out
 
 

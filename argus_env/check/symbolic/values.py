@@ -181,6 +181,27 @@ def ne(a, b) -> z3.BoolRef:
     return z3.BoolRef(_mk_distinct(got[0].ref(), 2, args), got[0])
 
 
+def If(c, a, b):
+    """`z3.If(c, a, b)` of a formula and two formulas or two integer terms of its
+    context: the same term, made by z3's C API (a branch's and an elementwise choice's
+    every tag is one); anything else goes to `z3.If`."""
+    if isinstance(c, z3.BoolRef) and isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef):
+        ctx = c.ctx
+        if a.ctx is ctx and b.ctx is ctx:
+            ref = ctx.ref()
+            x, y = a.as_ast(), b.as_ast()
+            kind = _sort_kind(ref, _get_sort(ref, x))
+            if kind in (z3.Z3_BOOL_SORT, z3.Z3_INT_SORT) and \
+                    kind == _sort_kind(ref, _get_sort(ref, y)):
+                ast = _mk_ite(ref, c.as_ast(), x, y)
+                if kind == z3.Z3_BOOL_SORT:
+                    return z3.BoolRef(ast, ctx)
+                if _ast_kind(ref, ast) == z3.Z3_NUMERAL_AST:
+                    return z3.IntNumRef(ast, ctx)
+                return z3.ArithRef(ast, ctx)
+    return z3.If(c, a, b)
+
+
 def _reflected(a, b) -> bool:
     """Python makes `a op b` with `b`'s reflected comparison when `b`'s class is a proper
     subclass of `a`'s (a numeral against a term)."""
@@ -416,7 +437,7 @@ _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr
 _mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
 _mk_const, _mk_symbol = _core.Z3_mk_const, _core.Z3_mk_string_symbol
 _mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le, _core.Z3_mk_lt
-_mk_eq, _mk_distinct = _core.Z3_mk_eq, _core.Z3_mk_distinct
+_mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
 _mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
 _get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
 _MAIN = z3.main_ctx()
@@ -437,13 +458,13 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     a, b = align(a, shape), align(b, shape)
     val = None
     if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
-        val = z3.If(cond, a.val, b.val)
+        val = If(cond, a.val, b.val)
     tags = {}
     for n in dict.fromkeys([*a.tags, *b.tags]):  # in order, not a set's (string hashing)
         ga, va = a.tags.get(n, (z3.BoolVal(False), None))
         gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
-        value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
-        tags[n] = (z3.If(cond, ga, gb), value)
+        value = va if vb is None else vb if va is None else If(cond, va, vb)
+        tags[n] = (If(cond, ga, gb), value)
     cov = {}
     for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
