@@ -12,7 +12,7 @@ import pytest
 import z3
 
 from argus_env.check.symbolic import values as V
-from argus_env.check.symbolic.solver import Vars, interval
+from argus_env.check.symbolic.solver import Vars, const_value, interval, numeral
 
 X, Y = z3.Ints("x y")
 OTHER = z3.Context()
@@ -95,6 +95,29 @@ def test_variables_numerals_and_sorts():
     for e in (X, X + 1, z3.IntVal(2), z3.Real("r"), z3.Bool("b"), 3, None,
               z3.Int("x", OTHER), z3.ToReal(X)):
         assert V.is_int(e) == z3.is_int(e), e
+
+
+def test_substitution_is_z3s():
+    """A substitution's term and class as z3.substitute's, for terms it changes (a
+    formula, a quantifier, an integer term that becomes a numeral) and terms it leaves
+    alone (then the term itself)."""
+    p = z3.Bool("p")
+    pairs = [(X, z3.IntVal(0)), (p, z3.BoolVal(True))]
+    apply = V.substitution(pairs)
+    for e in (X, Y, X + Y, X + 1, p, z3.And(p, X > 1), z3.Exists([Y], Y > X),
+              z3.ForAll([X], X > Y), z3.IntVal(3), Y > 2, z3.Real("r") + 1, z3.If(p, X, Y)):
+        assert _same(apply(e), z3.substitute(e, *pairs)), e
+    assert apply(Y + 2) is not None and apply(None) is None
+
+
+def test_numerals_are_read_as_z3_reads_them():
+    r = z3.Real("r")
+    for t in (z3.IntVal(0), z3.IntVal(-7), z3.IntVal(10**40), X, X + 1, z3.RealVal(2),
+              z3.RealVal("1/2"), z3.BoolVal(True), z3.IntVal(3) + 4, (X + 3) - X, r,
+              z3.IntVal(5, OTHER)):
+        assert numeral(t) == (t.as_long() if z3.is_int_value(t) else None), t
+        s = z3.simplify(t)
+        assert const_value(t) == (s.as_long() if z3.is_int_value(s) else None), t
 
 
 def test_simplify_is_z3s_and_forgets():

@@ -76,8 +76,21 @@ def const_value(e) -> int | None:
         return e
     if e is None:
         return None
-    s = simplify(e) if not z3.is_int_value(e) else e
-    return s.as_long() if z3.is_int_value(s) else None
+    v = numeral(e)
+    return v if v is not None or not isinstance(e, z3.ExprRef) else numeral(simplify(e))
+
+
+def numeral(e) -> int | None:
+    """The value of an integer numeral (`z3.is_int_value`, `as_long`), read through z3's C
+    accessors; None for any other term."""
+    if not isinstance(e, z3.ArithRef):
+        return None
+    ref = e.ctx.ref()
+    a = e.as_ast()
+    if _ast_kind(ref, a) != z3.Z3_NUMERAL_AST or \
+            _sort_kind(ref, _get_sort(ref, a)) != z3.Z3_INT_SORT:
+        return None
+    return int(_numeral_string(ref, a))
 
 
 def interval(e: z3.ExprRef, vars: Vars, depth: int = 0) -> tuple[int, int] | None:

@@ -314,7 +314,13 @@ def substitution(pairs):
         if not isinstance(e, z3.ExprRef):
             return z3.substitute(e, *pairs)
         ctx = e.ctx
-        return _to_expr_ref(_substitute(ctx.ref(), e.as_ast(), n, src, dst), ctx)
+        a = e.as_ast()
+        out = _substitute(ctx.ref(), a, n, src, dst)
+        if out.value == a.value:  # none of the variables: the same term
+            return e
+        if type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
+            return z3.BoolRef(out, ctx)
+        return _to_expr_ref(out, ctx)
     apply.pairs = pairs  # keeps the terms of the arrays alive
     return apply
 
