@@ -34,6 +34,8 @@ except ImportError:  # pragma: no cover - a machine that only measures
     z3 = None
 else:
     from argus_env.check.isolated import Scope, back
+    from argus_env.check.symbolic.values import (And, If, Implies, ge, gt, int_val, le, lt,
+                                                 mul, sub)
 
 
 @dataclass
@@ -182,9 +184,9 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=N
     c = {e: z3.Int(f"count{e}") for e in named}
     nb = {e: z3.Int(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
     for e in named:
-        track.plain(c[e] >= 0, nb[e] >= 0, nb[e] <= r.run_blocks,
-                    c[e] <= nb[e] * BM, c[e] > (nb[e] - 1) * BM)
-        track.add(c[e] <= open_to(e, 0, T), closed)
+        track.plain(ge(c[e], 0), ge(nb[e], 0), le(nb[e], r.run_blocks),
+                    le(c[e], mul(nb[e], BM)), gt(c[e], mul(sub(nb[e], 1), BM)))
+        track.add(le(c[e], open_to(e, 0, T)), closed)
     rest = Routing(BM, T - len(full), r.topk, r.experts, r.rows)  # an expert no fact names
     groups, start, acc, pairs = [], {}, z3.IntVal(0), []
     for lo, hi in zip([-1] + named, named + [r.experts]):
@@ -207,8 +209,9 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=N
     for (t, k), (p, e) in placed.items():
         rank = p - start[e] * BM
         ranks[(t, k)] = rank
-        track.add(z3.And(rank >= 0, rank < c[e]), [("pair", (t, k))])
-        track.add(z3.And(rank <= open_to(e, 0, t), c[e] - 1 - rank <= open_to(e, t + 1, T)),
+        track.add(And(ge(rank, 0), lt(rank, c[e])), [("pair", (t, k))])
+        track.add(And(le(rank, open_to(e, 0, t)),
+                      le(sub(sub(c[e], 1), rank), open_to(e, t + 1, T))),
                   [("pair", (t, k))] + closed)
     for p, q in sid.items():
         if q != r.pad:
@@ -263,11 +266,13 @@ class _Track:
         self.constraints: list = []
         self.facts, self.placed, self.sid, self.r = facts, placed, sid, r
         self.labels: dict = {}   # label name -> (fact key, Bool)
+        self._names: dict = {}   # fact key -> its label's name
+        self._assumed: dict = {}  # facts' keys -> the conjunction of their labels
 
     def label(self, key) -> z3.BoolRef:
-        name = f"fact{len(self.labels)}" if key not in {k for k, _ in self.labels.values()} \
-            else next(n for n, (k, _) in self.labels.items() if k == key)
-        if name not in self.labels:
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = f"fact{len(self.labels)}"
             self.labels[name] = (key, z3.Bool(name))
         return self.labels[name][1]
 
@@ -277,11 +282,14 @@ class _Track:
 
     def add(self, constraint, keys) -> None:
         """A constraint that holds where the facts `keys` are assumed."""
-        keys = list(dict.fromkeys(keys))
+        keys = tuple(dict.fromkeys(keys))
         if not keys:
             self.constraints.append(constraint)
             return
-        self.constraints.append(z3.Implies(z3.And(*[self.label(k) for k in keys]), constraint))
+        assumed = self._assumed.get(keys)
+        if assumed is None:
+            assumed = self._assumed[keys] = And(*[self.label(k) for k in keys])
+        self.constraints.append(Implies(assumed, constraint))
 
     def tokens(self, full) -> list:
         """The facts naming the experts of tokens `full`."""
@@ -353,15 +361,15 @@ def _windows(track, facts: Facts, placed: dict, ranks: dict, c, groups, r: Routi
                 fixed = sum(1 for t in rows if a <= t < b and e in rows[t])
                 pa, pb = pins.get(e, {}).get(a), pins.get(e, {}).get(b)
                 if pa is not None and pb is not None:
-                    need.append(pb - pa)
+                    need.append(sub(pb, pa))
                     continue
-                low = ce - open_to(e, 0, a) - open_to(e, b, T)
-                need.append(z3.If(low > fixed, low, fixed))
+                low = sub(sub(ce, open_to(e, 0, a)), open_to(e, b, T))
+                need.append(If(gt(low, fixed), low, int_val(fixed)))
             outside = T - (b - a)
             for _, n, _, q in groups:
-                low = q - n * outside
-                need.append(z3.If(low > 0, low, 0))
-            track.add(z3.Sum(need) <= (b - a) * r.topk, keys)
+                low = sub(q, n * outside)
+                need.append(If(gt(low, 0), low, int_val(0)))
+            track.add(le(z3.Sum(need), (b - a) * r.topk), keys)
 
 
 def _least(g, n: int, r: Routing):
@@ -408,10 +416,11 @@ def _forced_fit(track, facts: Facts, placed: dict, ranks: dict, c, r: Routing, o
         tokens = by.get(e, [])
         mine = sorted((t, ranks[(t, k)], (t, k)) for (t, k) in placed if placed[(t, k)][1] == e)
         keys = [("tid", tk) for tk in tokens] + [("pair", m[2]) for m in mine]
-        track.add(c[e] >= len(tokens) + len(mine), keys)
+        track.add(ge(c[e], len(tokens) + len(mine)), keys)
         bounds = [(-1, z3.IntVal(-1), None)] + mine + [(r.tokens, c[e], None)]
         for (t0, r0, _), (t1, r1, _) in zip(bounds, bounds[1:]):
             inside = sum(1 for t, _ in tokens if t0 < t < t1)
+            gap = sub(sub(r1, r0), 1)
             if inside:
-                track.add(r1 - r0 - 1 >= inside, keys)
-            track.add(r1 - r0 - 1 <= open_to(e, t0 + 1, t1), keys + closed)
+                track.add(ge(gap, inside), keys)
+            track.add(le(gap, open_to(e, t0 + 1, t1)), keys + closed)

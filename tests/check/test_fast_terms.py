@@ -73,6 +73,10 @@ def test_junctions_are_z3s():
     for a in (p, z3.Not(q), True, X):
         (got, err), (want, want_err) = _outcome(V.Not, a), _outcome(z3.Not, a)
         assert err == want_err and _same(got, want), (a, got, want)
+    for a, b in itertools.product((p, z3.Exists([X], X > 0), True, X, z3.Bool("p", OTHER)),
+                                  repeat=2):
+        (got, err), (want, want_err) = _outcome(V.Implies, a, b), _outcome(z3.Implies, a, b)
+        assert err == want_err and _same(got, want), (a, b, got, want)
 
 
 def test_if_is_z3s():

@@ -103,6 +103,14 @@ def Not(a) -> z3.BoolRef:
     return z3.Not(a)
 
 
+def Implies(a, b) -> z3.BoolRef:
+    """`z3.Implies` of two formulas of one context, made as `And` is."""
+    if isinstance(a, z3.BoolRef) and isinstance(b, z3.BoolRef) and a.ctx is b.ctx:
+        ctx = a.ctx
+        return z3.BoolRef(_mk_implies(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    return z3.Implies(a, b)
+
+
 def _junction(args, mk, slow):
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         args = args[0]
@@ -441,6 +449,7 @@ _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name
 _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
 _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
 _mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
+_mk_implies = _core.Z3_mk_implies
 _mk_const, _mk_symbol = _core.Z3_mk_const, _core.Z3_mk_string_symbol
 _mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le, _core.Z3_mk_lt
 _mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
