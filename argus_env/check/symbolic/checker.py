@@ -730,8 +730,8 @@ def _false(c) -> bool:
     """Whether `c` is false whatever its variables (z3's simplifier makes it `False`). A
     conjunction is where its last conjunct is (the simplifier rewrites each conjunct on
     its own first): a violation's own condition, last, is tried alone before the whole,
-    a smaller term to simplify (over the MoE programs and bugs, every conjunction the
-    simplifier made false had a false last conjunct)."""
+    a smaller term to simplify (over a routed kernel's programs and seeded bugs, every
+    conjunction the simplifier made false had a false last conjunct)."""
     if isinstance(c, bool):
         return not c
     if not z3.is_bool(c):
