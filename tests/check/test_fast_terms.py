@@ -149,3 +149,16 @@ def test_interval_bounds_terms():
              z3.If(u > 0, i, u): None, z3.ToReal(i) + 1: None}
     for e, want in cases.items():
         assert interval(e, vs) == want, (e, interval(e, vs), want)
+
+
+def test_an_origin_is_printed_when_read():
+    """A value's `origin` (`values.Text`) prints its expression on first read, once."""
+    printed = []
+
+    def show(e):
+        printed.append(e)
+        return f"A.load(x[{e}])"
+    text = V.Text(show, "i")
+    assert printed == []
+    assert str(text) == f"{text}" == "A.load(x[i])" and text == "A.load(x[i])"
+    assert printed == ["i"]

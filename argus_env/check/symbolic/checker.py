@@ -34,8 +34,8 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import (AXES, SV, And, Not, axis_ranges, evaluate, forget, free_names, is_int,
-                     merge, simplify)
+from .values import (AXES, SV, And, Not, Text, axis_ranges, evaluate, forget, free_names,
+                     is_int, merge, simplify)
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -614,7 +614,7 @@ class Checker:
             if len(s.targets) == 1:
                 # a value put into a loop-carried name is a pipeline buffer's content
                 buffer = any(f.carried and s.targets[0] in f.carried for f in self.frames)
-                self.env[s.targets[0]] = replace(v, origin=self.text(s.value),
+                self.env[s.targets[0]] = replace(v, origin=Text(self.text, s.value),
                                                  carried=v.carried or buffer)
             else:
                 for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):

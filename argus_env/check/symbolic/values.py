@@ -62,7 +62,7 @@ class SV:
     cov: dict[str, list[Cov]] = field(default_factory=dict)
     carried: bool = False     # a loop-carried value (e.g. a prefetched tile)
     frag: str | None = None   # fragment layout policy for thread naming ("mma" for dots)
-    origin: str = ""          # the DSL text that produced it, for messages
+    origin: "str | Text" = ""  # the DSL text that produced it, for messages
     fval: float | None = None  # a compile-time float's value (softmax scales)
 
     def map(self, fn) -> "SV":
@@ -294,6 +294,33 @@ def is_int(e) -> bool:
         return False
     ctx = e.ctx.ref()
     return _sort_kind(ctx, _get_sort(ctx, e.as_ast())) == z3.Z3_INT_SORT
+
+
+class Text:
+    """The DSL text of an IR expression, printed when it is first read (`str`): a value's
+    `origin` is made at every assignment and read by no rule, only by a message."""
+
+    __slots__ = ("_print", "_expr", "_text")
+
+    def __init__(self, print_, expr):
+        self._print, self._expr, self._text = print_, expr, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = self._print(self._expr)
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __eq__(self, other) -> bool:
+        return str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
 
 
 def subst(e, pairs):
