@@ -162,3 +162,32 @@ def test_an_origin_is_printed_when_read():
     assert printed == []
     assert str(text) == f"{text}" == "A.load(x[i])" and text == "A.load(x[i])"
     assert printed == ["i"]
+
+
+def _evaluated(model, e):
+    """`values.evaluate` as it was written with z3's Python API."""
+    if e is None or isinstance(e, (int, bool)):
+        return e
+    try:
+        r = model.eval(e, model_completion=True)
+    except z3.Z3Exception:
+        return None
+    if z3.is_int_value(r):
+        return r.as_long()
+    return True if z3.is_true(r) else False if z3.is_false(r) else None
+
+
+def test_evaluate_reads_the_model_as_z3_does():
+    """Integers, booleans, uninterpreted functions, reals and bit-vectors (no value: None),
+    quantifiers, unconstrained terms (model completion), another context's term."""
+    p, r = z3.Bool("p"), z3.Real("r")
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    s = z3.Solver()
+    s.add(X == 3, Y > X, f(X) == 7, p, r == 1.5)
+    assert s.check() == z3.sat
+    m = s.model()
+    for e in (X, Y, X + Y, f(X), f(Y), p, z3.Not(p), X > 2, r, r + 1, z3.IntVal(10**30),
+              z3.Int("unbound"), z3.BoolVal(False), z3.If(p, X, Y), z3.Int("q", OTHER), 5,
+              True, None, z3.BitVecVal(3, 8), z3.Exists([Y], Y > X), z3.IntVal(-4)):
+        got, want = V.evaluate(m, e), _evaluated(m, e)
+        assert got == want and type(got) is type(want), (e, got, want)

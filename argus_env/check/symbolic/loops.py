@@ -32,7 +32,7 @@ from ..pack import INTERNAL, SUMS
 from .solver import const_value, interval
 from .state import Frame
 from .values import (SV, And, Cov, Not, Or, add, axis_ranges, depends_on, ge, is_int, lt, merge,
-                     mul, sub, subst, substitution)
+                     mul, ne, sub, substitution)
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
@@ -206,10 +206,10 @@ def _acc_cov(ck, out: SV, at, upto, valid) -> dict:
     for name, terms in out.cov.items():
         for term in terms:
             tp = ck.vars.fresh("tp", "iter", 0, None)
+            to = substitution(at(tp))
             cov.setdefault(name, []).append(Cov(
-                term.bound + (tp,), And(subst(term.dom, at(tp)), valid(tp), tp < upto),
-                subst(term.idx, at(tp)), term.kind,
-                tuple((v, subst(e, at(tp))) for v, e in term.defaults)))
+                term.bound + (tp,), And(to(term.dom), valid(tp), lt(tp, upto)),
+                to(term.idx), term.kind, tuple((v, to(e)) for v, e in term.defaults)))
     return cov
 
 
@@ -264,12 +264,15 @@ def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
     """An accumulator's tags (its row and column, say) are the same in every iteration."""
     t1 = ck.vars.fresh("t1", "iter", 0, None)
     t2 = ck.vars.fresh("t2", "iter", 0, None)
+    at1, at2 = substitution(at(t1)), substitution(at(t2))
     for tag, (g, v) in _strip(out).tags.items():
         if tag.startswith(INTERNAL):  # a pack's own tags (versions of running maxima)
             continue
-        g1, v1 = subst(g, at(t1)), subst(v, at(t1))
-        g2, v2 = subst(g, at(t2)), subst(v, at(t2))
-        model = ck.find(And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
+        v1, v2 = at1(v), at2(v)
+        if v1.eq(v2):  # the same in every iteration: `v1 != v2` is false, no query
+            continue
+        g1, g2 = at1(g), at2(g)
+        model = ck.find(And(valid(t1), valid(t2), g1, g2, ne(v1, v2)), out.shape)
         if model is not None:
             ck.violate("tag_conflict", "accumulate", f"accumulator `{name}` receives tag "
                        f"{tag} of different positions in different iterations", model,

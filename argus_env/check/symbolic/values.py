@@ -482,6 +482,7 @@ _mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le,
 _mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
 _mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
 _get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
+_model_eval, _numeral_string = _core.Z3_model_eval, _core.Z3_get_numeral_string
 _MAIN = z3.main_ctx()
 _INT = z3.IntSort(_MAIN)
 
@@ -515,9 +516,40 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
 
 
 def evaluate(model, e):
-    """`e` evaluated in `model` as a Python int or bool, or None."""
+    """`e` evaluated in `model` as a Python int or bool, or None. (`model.eval` with model
+    completion, its value read through z3's C accessors: a violation's report and a
+    counterexample's routing evaluate hundreds of terms.)"""
     if e is None or isinstance(e, (int, bool)):
         return e
+    if not isinstance(e, z3.ExprRef) or not isinstance(model, z3.ModelRef) or \
+            e.ctx is not model.ctx:
+        return _evaluate(model, e)
+    ctx = model.ctx
+    out = (_Ast * 1)()
+    try:
+        ok = _model_eval(ctx.ref(), model.model, e.as_ast(), True, out)
+    except z3.Z3Exception:  # another context's term, say
+        return None
+    if not ok:
+        return None
+    r = z3.AstRef(out[0], ctx)  # held (a reference counted) while it is read
+    ref, a = ctx.ref(), r.as_ast()
+    kind = _ast_kind(ref, a)
+    if kind == z3.Z3_NUMERAL_AST:
+        if _sort_kind(ref, _get_sort(ref, a)) == z3.Z3_INT_SORT:
+            return int(_numeral_string(ref, a))
+        return None
+    if kind == z3.Z3_APP_AST and _num_args(ref, a) == 0:
+        op = _decl_kind(ref, _app_decl(ref, a))
+        if op == z3.Z3_OP_TRUE:
+            return True
+        if op == z3.Z3_OP_FALSE:
+            return False
+    return None
+
+
+def _evaluate(model, e):
+    """`evaluate` by z3's Python API, for anything but a term and a model."""
     try:
         r = model.eval(e, model_completion=True)
     except z3.Z3Exception:
