@@ -34,8 +34,9 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import (AXES, SV, And, Not, Text, axis_ranges, evaluate, forget, free_names,
-                     is_int, merge, simplify)
+from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, is_int,
+                     merge, simplify)
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -730,18 +731,28 @@ def _false(c) -> bool:
     """Whether `c` is false whatever its variables (z3's simplifier makes it `False`). A
     conjunction is where its last conjunct is (the simplifier rewrites each conjunct on
     its own first): a violation's own condition, last, is tried alone before the whole,
-    a smaller term to simplify (over a routed kernel's programs and seeded bugs, every
-    conjunction the simplifier made false had a false last conjunct)."""
+    a smaller term to simplify, and `x != x` of one term needs no simplifier (over a
+    routed kernel's programs and seeded bugs, every conjunction the simplifier made false
+    had a false last conjunct, a third of them `x != x`). The conjunction's structure is
+    read through z3's C accessors."""
     if isinstance(c, bool):
         return not c
-    if not z3.is_bool(c):
-        return False
-    last = c
-    while z3.is_and(last) and last.num_args():
-        last = last.arg(last.num_args() - 1)
-    if z3.is_distinct(last) and last.num_args() == 2 and last.arg(0).eq(last.arg(1)):
-        return True  # `x != x`: a third of them, no simplifier needed
-    if last is not c and z3.is_false(simplify(last)):
+    if not isinstance(c, z3.BoolRef):
+        return z3.is_bool(c) and z3.is_false(simplify(c))
+    ctx = c.ctx
+    ref = ctx.ref()
+    last = c.as_ast()
+    while _ast_kind(ref, last) == z3.Z3_APP_AST:
+        n = _num_args(ref, last)
+        op = _decl_kind(ref, _app_decl(ref, last))
+        if op == z3.Z3_OP_AND and n:
+            last = _app_arg(ref, last, n - 1)
+            continue
+        if op == z3.Z3_OP_DISTINCT and n == 2 and \
+                _ast_id(ref, _app_arg(ref, last, 0)) == _ast_id(ref, _app_arg(ref, last, 1)):
+            return True  # `x != x`
+        break
+    if last.value != c.as_ast().value and z3.is_false(simplify(z3.BoolRef(last, ctx))):
         return True
     return z3.is_false(simplify(c))
 
