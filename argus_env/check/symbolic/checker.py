@@ -268,8 +268,11 @@ class Checker:
         it answers in well under a millisecond, where the default solver's preprocessing
         costs more than the answer. Its `sat` or `unsat` is the answer (the same z3
         decides it); what it leaves `unknown` (its work limit, a theory it cannot decide)
-        is asked of the default solver with the query's whole budget, and only that
-        solver's `unknown` leaves the obligation undecided. With `realise` (a model the
+        is asked of its rewritten forms (`_radix_unsat`, `_digits_unsat`: `unsat` only)
+        and then of the default solver with the query's whole budget, and only that
+        solver's `unknown` leaves the obligation undecided (in a counterexample search,
+        `source` "fast", whose queries mostly have models, the rewritten forms come after
+        the default solver, where it leaves the query `unknown`). With `realise` (a model the
         pack's `exclude` hook judges: a pack may search for the inputs that realise the
         facts a model fixes), the fast try answers only `unsat`: a model comes from the
         default solver, whose models those searches are made for (unless `source` is
@@ -294,11 +297,16 @@ class Checker:
                 fast.pop()
             if r == z3.unsat or (r == z3.sat and (not realise or source == "fast")):
                 return r, back(model) if model is not None else None
-            if r == z3.unknown:
+            forms = r == z3.unknown
+            if forms:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
-                if self._radix_unsat(facts) or self._digits_unsat(facts):
+                # the rewritten forms show only `unsat`: a counterexample search (`source`
+                # "fast"), whose queries have models, asks them after the default solver
+                if source != "fast" and (self._radix_unsat(facts) or self._digits_unsat(facts)):
                     return z3.unsat, None
             budget = self.query_timeout_ms()
+        else:
+            forms = False
         s = self.scope.solver()
         s.set("timeout", budget)
         s.add(facts)
@@ -306,6 +314,9 @@ class Checker:
         if r == z3.unknown:
             reason = s.reason_unknown()
             _interrupted(reason)
+            if forms and source == "fast" and \
+                    (self._radix_unsat(facts) or self._digits_unsat(facts)):
+                return z3.unsat, None
             self.undecided(what, f"the solver answered unknown: {reason}")
             return r, None
         return r, back(s.model()) if r == z3.sat else None
