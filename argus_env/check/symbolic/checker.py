@@ -35,8 +35,8 @@ from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
 from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
-                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, is_int,
-                     merge, simplify)
+                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, int_var,
+                     is_int, merge, simplify, substitution)
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -447,16 +447,22 @@ class Checker:
         """For each copy of a grid-stride loop's linear index present in a formula that
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []
+        ordered = None
         for pid, t, v, _, link in self.linear + self.past_linear:
-            vname = v.decl().name()
-            for name in sorted(names):  # the same order in every process
+            vname, pname, tname = (x.decl().name() for x in (v, pid, t))
+            if ordered is None:
+                ordered = sorted(names)  # the same order in every process
+            for name in ordered:
                 if not name.startswith(vname):
                     continue
                 suffix = name[len(vname):]
-                if pid.decl().name() + suffix in names or t.decl().name() + suffix in names:
-                    pairs = [(x, z3.Int(x.decl().name() + suffix)) for x in (pid, t, v)] \
-                        if suffix else []
-                    out += [z3.substitute(c, *pairs) if pairs else c for c in link]
+                if pname + suffix in names or tname + suffix in names:
+                    if not suffix:
+                        out += link
+                        continue
+                    copy = substitution([(x, int_var(n + suffix))
+                                         for x, n in ((pid, pname), (t, tname), (v, vname))])
+                    out += [copy(c) for c in link]
         return out
 
     def _pid_values(self, ev) -> tuple:
