@@ -191,3 +191,36 @@ def test_evaluate_reads_the_model_as_z3_does():
               True, None, z3.BitVecVal(3, 8), z3.Exists([Y], Y > X), z3.IntVal(-4)):
         got, want = V.evaluate(m, e), _evaluated(m, e)
         assert got == want and type(got) is type(want), (e, got, want)
+
+
+def _through_data_by_python_api(e, v) -> bool:
+    """`whole._through_data` as it was written with z3's Python API."""
+    seen, todo, inside = set(), [(e, False)], False
+    while todo:
+        x, under = todo.pop()
+        if (x.get_id(), under) in seen:
+            continue
+        seen.add((x.get_id(), under))
+        if z3.is_const(x):
+            if x.eq(v):
+                if not under:
+                    return False
+                inside = True
+            continue
+        if not z3.is_app(x):
+            return False
+        data = x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0
+        todo.extend((c, under or data) for c in x.children())
+    return inside
+
+
+def test_through_data_walks_as_the_python_api_did():
+    from argus_env.check.symbolic.whole import _through_data
+    p = z3.Int("p")
+    f = z3.Function("data_sorted_ids", z3.IntSort(), z3.IntSort())
+    g = z3.Function("g2", z3.IntSort(), z3.IntSort(), z3.IntSort())
+    for t in (X, X + 1, f(X), f(X) / 2, f(X) + X, f(p * 64 + X) % 2, z3.If(X > 1, f(X), 0),
+              g(Y, f(X)), z3.IntVal(3), p, f(p), z3.If(f(X) >= 0, f(X), -f(X)) / 2,
+              z3.If(z3.Exists([Y], Y > X), f(X), 1)):
+        for v in (X, Y, p):
+            assert _through_data(t, v) == _through_data_by_python_api(t, v), (t, v)

@@ -33,8 +33,8 @@ import z3
 from . import tiles
 from .coverage import affine_index, exactly_once, unique
 from .solver import affine, const_value, interval
-from .values import (AXES, And, Cov, Not, Or, axis_ranges, depends_on, evaluate,
-                     free_names)
+from .values import (AXES, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names)
 
 
 # ---------------------------------------------------------------- writes
@@ -126,23 +126,29 @@ def block_form(ck, w):
 
 def _through_data(e, v) -> bool:
     """Whether variable `v` occurs in `e` and only inside arguments of uninterpreted
-    functions (integer data loaded from memory)."""
-    seen, todo, inside = set(), [(e, False)], False
+    functions (integer data loaded from memory). The walk reads the terms through z3's C
+    accessors (no Python object per subterm)."""
+    ref = e.ctx.ref()
+    vid = v.get_id()
+    seen, todo, inside = set(), [(e.as_ast(), False)], False
     while todo:
-        x, under = todo.pop()
-        if (x.get_id(), under) in seen:
+        a, under = todo.pop()
+        key = (_ast_id(ref, a), under)
+        if key in seen:
             continue
-        seen.add((x.get_id(), under))
-        if z3.is_const(x):
-            if x.eq(v):
+        seen.add(key)
+        kind = _ast_kind(ref, a)
+        if kind != z3.Z3_APP_AST and kind != z3.Z3_NUMERAL_AST:
+            return False  # a quantifier or a bound variable: not judged here
+        n = _num_args(ref, a)
+        if not n:  # a constant
+            if key[0] == vid:
                 if not under:
                     return False
                 inside = True
             continue
-        if not z3.is_app(x):
-            return False  # a quantifier or a bound variable: not judged here
-        data = x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0
-        todo.extend((c, under or data) for c in x.children())
+        data = _decl_kind(ref, _app_decl(ref, a)) == z3.Z3_OP_UNINTERPRETED
+        todo.extend((_app_arg(ref, a, i), under or data) for i in range(n))
     return inside
 
 
