@@ -44,9 +44,9 @@ from .witness import exclude, witness
 try:  # the rules run inside the checker, which needs z3; the task also runs without it
     import z3
 
-    from argus_env.check.symbolic.values import evaluate
+    from argus_env.check.symbolic.values import And, evaluate
 except ImportError:  # pragma: no cover - a machine that only measures
-    z3 = evaluate = None
+    z3 = evaluate = And = None
 
 
 # ---------------------------------------------------------------- relations
@@ -64,7 +64,7 @@ def on_dot(ck, out, shape, what: str) -> None:
     (gp, p), (ge, e) = out.tags[r.pos], out.tags[r.expert]
     q = f.sid(p)
     routed = f.tid(q / r.topk, q % r.topk)
-    m = ck.find(z3.And(gp, ge, p >= 0, p < r.rows, q != r.pad, routed != e), shape)
+    m = ck.find(And(gp, ge, p >= 0, p < r.rows, q != r.pad, routed != e), shape)
     if m is None:
         ck.proven(f"{what}: each sorted row meets its own expert's weights")
         return
@@ -89,19 +89,19 @@ def on_write(ck, a, value, call):
     gp, p = value.tags[r.pos]
     p = ck.fix_lanes(p)
     q = f.sid(p)
-    live = z3.And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
+    live = And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
     # a padding row whose write the mask lets through, in bounds or not
-    m = ck.find(z3.And(a.live, gp, p >= 0, p < r.rows, q == r.pad), a.shape)
+    m = ck.find(And(a.live, gp, p >= 0, p < r.rows, q == r.pad), a.shape)
     if m is not None:
         ck.violate("padding", op, f"a padding row (sorted position {evaluate(m, p)}) is written to "
                    f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
                    actual={"pair": q}, tensor=name, coords=tuple(evaluate(m, c) for c in a.coords))
-    real = z3.And(live, q != r.pad)
+    real = And(live, q != r.pad)
     for dim, want in ((r.token, q / r.topk), (r.slot, q % r.topk)):
         if dim not in dims:
             continue
         got = a.coords[dims.index(dim)]
-        m = ck.find(z3.And(real, got != want), a.shape)
+        m = ck.find(And(real, got != want), a.shape)
         if m is None:
             ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
             continue
@@ -114,7 +114,7 @@ def on_write(ck, a, value, call):
         if dim not in value.tags or r.slot not in value.tags:
             continue
         g, v = value.tags[dim]
-        m = ck.find(z3.And(real, g, v != want), a.shape)
+        m = ck.find(And(real, g, v != want), a.shape)
         if m is not None:
             ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
                        f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
@@ -126,7 +126,7 @@ def on_write(ck, a, value, call):
 
 
 def _unweighted(ck, a, value, op: str, r: Routing) -> None:
-    m = ck.find(z3.And(a.live, a.inbounds, value.live()), a.shape)
+    m = ck.find(And(a.live, a.inbounds, value.live()), a.shape)
     if m is not None:
         ck.violate("combine", op, f"rows reach `{a.tensor.name}` without a top-k weight (no "
                    f"element of `{r.slot}`-indexed weights was multiplied in)", m, a.shape,

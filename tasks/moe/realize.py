@@ -34,6 +34,8 @@ except ImportError:  # pragma: no cover - a machine that only measures
     z3 = None
 else:
     from argus_env.check.isolated import Scope, back
+    from argus_env.check.symbolic.values import (And, If, Implies, ge, gt, int_val, le, lt,
+                                                 mul, sub)
 
 
 @dataclass
@@ -62,15 +64,17 @@ class Unrealisable(Exception):
         self.core = core
 
 
-def realize(facts: Facts, r: Routing) -> dict | None:
+def realize(facts: Facts, r: Routing, scope=None) -> dict | None:
     """A spec (`arrays` rebuilds the routing from it) whose arrays agree with `facts`, or
     None when none was found."""
-    return realize_or_core(facts, r)[0]
+    return realize_or_core(facts, r, scope)[0]
 
 
-def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
+def realize_or_core(facts: Facts, r: Routing, scope=None) -> tuple[dict | None, Facts]:
     """(spec, None), or (None, facts no top-k choice was found for: a core of `facts`
-    where the counts problem proved it has none, else `facts`)."""
+    where the counts problem proved it has none, else `facts`). `scope`: the z3 context
+    the counts problems are solved in (`isolated.Scope`; a check passes its own, whose
+    queries come in the same order in every process), else one of their own."""
     # in the order of their keys: the counts problem's constraints follow the facts'
     # order, and its model (of several that may exist) follows the constraints', while
     # the facts come in the order a z3 model lists its entries, which is no fixed one
@@ -80,7 +84,7 @@ def realize_or_core(facts: Facts, r: Routing) -> tuple[dict | None, Facts]:
     try:
         placed, sid = _placed(facts, r)
         for _ in range(COUNT_TRIES):  # the fill is greedy: other counts may fill
-            spec = _counts(facts, sid, placed, r, tried)
+            spec = _counts(facts, sid, placed, r, tried, scope)
             ids = build(spec, r)
             if ids is not None and agrees(ids, facts, r):
                 return spec, None
@@ -153,7 +157,7 @@ def _placed(facts: Facts, r: Routing) -> tuple[dict, dict]:
     return placed, sid
 
 
-def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict:
+def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=None) -> dict:
     """Counts per expert and the ranks of the placed pairs, from a small z3 problem over
     the experts the facts name; the experts between two named ones are one group (their
     blocks and pairs: any pair total between the least that fills the blocks and the most
@@ -180,9 +184,9 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     c = {e: z3.Int(f"count{e}") for e in named}
     nb = {e: z3.Int(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
     for e in named:
-        track.plain(c[e] >= 0, nb[e] >= 0, nb[e] <= r.run_blocks,
-                    c[e] <= nb[e] * BM, c[e] > (nb[e] - 1) * BM)
-        track.add(c[e] <= open_to(e, 0, T), closed)
+        track.plain(ge(c[e], 0), ge(nb[e], 0), le(nb[e], r.run_blocks),
+                    le(c[e], mul(nb[e], BM)), gt(c[e], mul(sub(nb[e], 1), BM)))
+        track.add(le(c[e], open_to(e, 0, T)), closed)
     rest = Routing(BM, T - len(full), r.topk, r.experts, r.rows)  # an expert no fact names
     groups, start, acc, pairs = [], {}, z3.IntVal(0), []
     for lo, hi in zip([-1] + named, named + [r.experts]):
@@ -205,8 +209,9 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     for (t, k), (p, e) in placed.items():
         rank = p - start[e] * BM
         ranks[(t, k)] = rank
-        track.add(z3.And(rank >= 0, rank < c[e]), [("pair", (t, k))])
-        track.add(z3.And(rank <= open_to(e, 0, t), c[e] - 1 - rank <= open_to(e, t + 1, T)),
+        track.add(And(ge(rank, 0), lt(rank, c[e])), [("pair", (t, k))])
+        track.add(And(le(rank, open_to(e, 0, t)),
+                      le(sub(sub(c[e], 1), rank), open_to(e, t + 1, T))),
                   [("pair", (t, k))] + closed)
     for p, q in sid.items():
         if q != r.pad:
@@ -232,7 +237,7 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=()) -> dict
     for spec in tried:  # counts and ranks the fill found no tokens for
         track.plain(z3.Or(*[c[e] != spec["counts"][e] for e in named],
                           *[ranks[(t, k)] != rank for t, k, _, rank in spec["anchors"]]))
-    m = track.check()
+    m = track.check(scope)
 
     def val(x):
         return m.eval(x, model_completion=True).as_long()
@@ -253,18 +258,21 @@ TIMEOUT_MS, RETRY_TIMEOUT_MS = 2000, 10000
 
 class _Track:
     """The counts problem, its constraints labelled by the facts they come from. It is
-    solved in a z3 context of its own with fixed seeds (`check`), so that its answer
-    depends on the problem alone, not on what the process solved before."""
+    solved with fixed seeds in a z3 context apart from the process's (`check`): its own,
+    or the check's that asks it (which makes the same terms, in the same order, in every
+    process), so that its answer does not depend on what the process solved before."""
 
     def __init__(self, facts: Facts, placed: dict, sid: dict, r: Routing):
         self.constraints: list = []
         self.facts, self.placed, self.sid, self.r = facts, placed, sid, r
         self.labels: dict = {}   # label name -> (fact key, Bool)
+        self._names: dict = {}   # fact key -> its label's name
+        self._assumed: dict = {}  # facts' keys -> the conjunction of their labels
 
     def label(self, key) -> z3.BoolRef:
-        name = f"fact{len(self.labels)}" if key not in {k for k, _ in self.labels.values()} \
-            else next(n for n, (k, _) in self.labels.items() if k == key)
-        if name not in self.labels:
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = f"fact{len(self.labels)}"
             self.labels[name] = (key, z3.Bool(name))
         return self.labels[name][1]
 
@@ -274,11 +282,14 @@ class _Track:
 
     def add(self, constraint, keys) -> None:
         """A constraint that holds where the facts `keys` are assumed."""
-        keys = list(dict.fromkeys(keys))
+        keys = tuple(dict.fromkeys(keys))
         if not keys:
             self.constraints.append(constraint)
             return
-        self.constraints.append(z3.Implies(z3.And(*[self.label(k) for k in keys]), constraint))
+        assumed = self._assumed.get(keys)
+        if assumed is None:
+            assumed = self._assumed[keys] = And(*[self.label(k) for k in keys])
+        self.constraints.append(Implies(assumed, constraint))
 
     def tokens(self, full) -> list:
         """The facts naming the experts of tokens `full`."""
@@ -286,11 +297,12 @@ class _Track:
         return out + [("tid", tk) for tk in self.facts.tid
                       if tk[0] in full and tk not in self.placed]
 
-    def check(self):
+    def check(self, scope=None):
         """A model of the counts problem (of the global context's terms); raises
         `Unrealisable` with the facts of an unsatisfiable core, or without a core (None)
-        when z3 did not decide it."""
-        scope = Scope()   # the problem's own context: its terms translated there
+        when z3 did not decide it. `scope`: the context to solve it in (a fresh solver
+        there), else a context of its own (making one costs a few milliseconds)."""
+        scope = scope if scope is not None else Scope()  # its terms translated there
         solver = scope.solver()
         solver.set("timeout", TIMEOUT_MS)
         # Ctrl-C is left to Python (raised as the query returns): with assumptions z3 names
@@ -349,15 +361,15 @@ def _windows(track, facts: Facts, placed: dict, ranks: dict, c, groups, r: Routi
                 fixed = sum(1 for t in rows if a <= t < b and e in rows[t])
                 pa, pb = pins.get(e, {}).get(a), pins.get(e, {}).get(b)
                 if pa is not None and pb is not None:
-                    need.append(pb - pa)
+                    need.append(sub(pb, pa))
                     continue
-                low = ce - open_to(e, 0, a) - open_to(e, b, T)
-                need.append(z3.If(low > fixed, low, fixed))
+                low = sub(sub(ce, open_to(e, 0, a)), open_to(e, b, T))
+                need.append(If(gt(low, fixed), low, int_val(fixed)))
             outside = T - (b - a)
             for _, n, _, q in groups:
-                low = q - n * outside
-                need.append(z3.If(low > 0, low, 0))
-            track.add(z3.Sum(need) <= (b - a) * r.topk, keys)
+                low = sub(q, n * outside)
+                need.append(If(gt(low, 0), low, int_val(0)))
+            track.add(le(z3.Sum(need), (b - a) * r.topk), keys)
 
 
 def _least(g, n: int, r: Routing):
@@ -404,10 +416,11 @@ def _forced_fit(track, facts: Facts, placed: dict, ranks: dict, c, r: Routing, o
         tokens = by.get(e, [])
         mine = sorted((t, ranks[(t, k)], (t, k)) for (t, k) in placed if placed[(t, k)][1] == e)
         keys = [("tid", tk) for tk in tokens] + [("pair", m[2]) for m in mine]
-        track.add(c[e] >= len(tokens) + len(mine), keys)
+        track.add(ge(c[e], len(tokens) + len(mine)), keys)
         bounds = [(-1, z3.IntVal(-1), None)] + mine + [(r.tokens, c[e], None)]
         for (t0, r0, _), (t1, r1, _) in zip(bounds, bounds[1:]):
             inside = sum(1 for t, _ in tokens if t0 < t < t1)
+            gap = sub(sub(r1, r0), 1)
             if inside:
-                track.add(r1 - r0 - 1 >= inside, keys)
-            track.add(r1 - r0 - 1 <= open_to(e, t0 + 1, t1), keys + closed)
+                track.add(ge(gap, inside), keys)
+            track.add(le(gap, open_to(e, t0 + 1, t1)), keys + closed)

@@ -80,7 +80,7 @@ def realised(ck, model) -> dict | None:
     if hit is not None and hit[0] is model:
         return hit[1]
     facts = facts_of(ck, model, ck.query_of(model))
-    found, core = realize_or_core(facts, spec(ck))
+    found, core = realize_or_core(facts, spec(ck), ck.scope)
     memo[id(model)] = (model, found, core)
     return found
 

@@ -132,10 +132,9 @@ def _found(report) -> set:
 
 def _decided(con, sym) -> set:
     """The classes `con` (concrete) reports at lines where the symbolic report `sym`
-    decided every obligation: an undecided obligation is neither proven nor refuted (the
-    corpus's combine-weights-shifted leaves the TOPK reduction's completeness undecided
-    beside its combine violation), so what the concrete run finds there contradicts
-    nothing."""
+    decided every obligation: an undecided obligation is neither proven nor refuted (a
+    solver's budget run out on a loaded machine), so what the concrete run finds there
+    contradicts nothing."""
     open_lines = {o.line for o in sym.undecided}
     return {v.invariant for v in con.violations if v.line not in open_lines}
 

@@ -34,7 +34,9 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import AXES, SV, axis_ranges, evaluate, free_names, merge
+from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, int_var,
+                     is_int, merge, simplify, substitution)
 from .whole import check_writes
 
 DEFAULT_NUM_SMS = 132  # an H200
@@ -80,6 +82,7 @@ class Checker:
                  deadline: float | None = None, target=None,
                  for_all: dict[str, tuple[int, int]] | None = None,
                  for_all_elements: int | None = None):
+        forget()  # the memo of `values.simplify` is each check's own
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -160,6 +163,7 @@ class Checker:
         self._qnames: frozenset = frozenset()
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
+        self._texts: dict = {}  # id(IR node) -> (node, its DSL text): `text`
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
@@ -182,13 +186,15 @@ class Checker:
         return max(1, min(self.timeout_ms, int(left_ms)))
 
     def solve(self, constraints, what: str | None = None, realise: bool = False,
-              decide: bool = False) -> z3.ModelRef | None:
+              decide: bool = False, source: str = "") -> z3.ModelRef | None:
         """A model of `constraints`, or None when they are unsatisfiable. An undecided
         query also answers None, and records an undecided obligation (`what`, or the rule
         that asked), so that the report cannot be `proven`. `realise`: the model goes to
         the pack's `exclude` hook (`ask`). `decide`: the caller asks only whether there is
         a model (it reads none of it), so the fast try's `sat` is the answer even where
-        the pack realises counterexamples."""
+        the pack realises counterexamples. `source` "fast" (`solve_real`, which judges
+        every model it takes): the fast try's model is taken even where the pack
+        realises counterexamples."""
         constraints = list(constraints)
         if constraints and _false(constraints[-1]):
             # the condition asked about (a violation's, last) is false by simplification
@@ -207,7 +213,7 @@ class Checker:
         # are made of, and so which models the realiser is given
         realise = realise or (self.pack is not None and self.pack.exclude is not None
                               and not decide)
-        r, model = self.ask(facts, what or _asker(), realise)
+        r, model = self.ask(facts, what or _asker(), realise, source)
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         if r != z3.sat:
@@ -223,29 +229,47 @@ class Checker:
         models: with the facts it adds that hold of every input (then no model means no
         counterexample: None), or else with the inputs the model fixed excluded (then no
         model means none was realised). The last model when none is realised (a violation
-        of it is then undecided, not reported), None when there is none."""
+        of it is then undecided, not reported), None when there is none.
+
+        The models are first the fast try's (`ask`, `source` "fast": no query of the
+        default solver, the slowest of a counterexample's). Where that search ends
+        without a model some input realises, it is made again as it always was, with
+        the default solver's models: so a counterexample found that way is still found,
+        and one more may be."""
         rule = self.pack.exclude if self.pack is not None else None
-        constraints = list(constraints)
-        real = rule is not None
-        m = self.solve(constraints, what, real)
-        for _ in range(REALISE_TRIES - 1 if rule is not None else 0):
+        if rule is None:
+            return self.solve(constraints, what)
+        undecided = len(self.report.undecided)
+        m, real = self._realise(list(constraints), what, rule, "fast")
+        if real or (m is None and len(self.report.undecided) == undecided):
+            return m  # realised, or no model (of the query, or with facts of every input)
+        del self.report.undecided[undecided:]  # a query of that search: asked again below
+        return self._realise(list(constraints), what, rule, "")[0]
+
+    def _realise(self, constraints, what, rule, source: str) -> tuple:
+        """The search of `solve_real` with the models of `source` (`solve`): (the model,
+        whether an input realises it), (None, False) when there is none."""
+        m = self.solve(constraints, what, True, source=source)
+        for _ in range(REALISE_TRIES - 1):
             if m is None:
-                return None
+                return None, False
             out = rule(self, m)
             if out is None:
-                return m
+                return m, True
             implied, narrowing = out
             if implied:  # true of every input: the query is the same, only sharper
                 constraints = constraints + list(implied)
-                m = self.solve(constraints, what, real)
+                m = self.solve(constraints, what, True, source=source)
                 continue
             if narrowing is None:
-                return m
-            again = self.solve(constraints + [narrowing], what, real)
+                return m, False
+            again = self.solve(constraints + [narrowing], what, True, source=source)
             if again is None:
-                return m
+                return m, False
             constraints, m = constraints + [narrowing], again
-        return m
+        if m is not None and source == "fast":  # the last model, judged here
+            return m, rule(self, m) is None
+        return m, False
 
     def query_of(self, model) -> list | None:
         """The constraints a recent model of `solve` answered (a pack reads the host
@@ -253,7 +277,7 @@ class Checker:
         hit = self._asked.get(id(model))
         return hit[1] if hit is not None and hit[0] is model else None
 
-    def ask(self, facts, what: str, realise: bool = False) \
+    def ask(self, facts, what: str, realise: bool = False, source: str = "") \
             -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """Whether `facts` hold together, and a model of them when they do: counted as one
         query; `unknown` becomes an undecided obligation named `what`.
@@ -267,11 +291,16 @@ class Checker:
         it answers in well under a millisecond, where the default solver's preprocessing
         costs more than the answer. Its `sat` or `unsat` is the answer (the same z3
         decides it); what it leaves `unknown` (its work limit, a theory it cannot decide)
-        is asked of the default solver with the query's whole budget, and only that
-        solver's `unknown` leaves the obligation undecided. With `realise` (a model the
+        is asked of its rewritten forms (`_radix_unsat`, `_digits_unsat`: `unsat` only)
+        and then of the default solver with the query's whole budget, and only that
+        solver's `unknown` leaves the obligation undecided (in a counterexample search,
+        `source` "fast", whose queries mostly have models, the rewritten forms come after
+        the default solver, where it leaves the query `unknown`). With `realise` (a model the
         pack's `exclude` hook judges: a pack may search for the inputs that realise the
         facts a model fixes), the fast try answers only `unsat`: a model comes from the
-        default solver, whose models those searches are made for. z3 answers Ctrl-C
+        default solver, whose models those searches are made for (unless `source` is
+        "fast": `solve_real` judges the fast try's models itself, and searches again
+        with the default solver's where it finds none realised). z3 answers Ctrl-C
         during the default solver's query by cancelling it (`unknown`): that is re-raised
         as `KeyboardInterrupt`, never taken for an answer."""
         budget = self.query_timeout_ms()
@@ -289,13 +318,18 @@ class Checker:
                 model = fast.model() if r == z3.sat else None
             finally:
                 fast.pop()
-            if r == z3.unsat or (r == z3.sat and not realise):
+            if r == z3.unsat or (r == z3.sat and (not realise or source == "fast")):
                 return r, back(model) if model is not None else None
-            if r == z3.unknown:
+            forms = r == z3.unknown
+            if forms:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
-                if self._radix_unsat(facts) or self._digits_unsat(facts):
+                # the rewritten forms show only `unsat`: a counterexample search (`source`
+                # "fast"), whose queries have models, asks them after the default solver
+                if source != "fast" and (self._radix_unsat(facts) or self._digits_unsat(facts)):
                     return z3.unsat, None
             budget = self.query_timeout_ms()
+        else:
+            forms = False
         s = self.scope.solver()
         s.set("timeout", budget)
         s.add(facts)
@@ -303,6 +337,9 @@ class Checker:
         if r == z3.unknown:
             reason = s.reason_unknown()
             _interrupted(reason)
+            if forms and source == "fast" and \
+                    (self._radix_unsat(facts) or self._digits_unsat(facts)):
+                return z3.unsat, None
             self.undecided(what, f"the solver answered unknown: {reason}")
             return r, None
         return r, back(s.model()) if r == z3.sat else None
@@ -433,16 +470,22 @@ class Checker:
         """For each copy of a grid-stride loop's linear index present in a formula that
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []
+        ordered = None
         for pid, t, v, _, link in self.linear + self.past_linear:
-            vname = v.decl().name()
-            for name in sorted(names):  # the same order in every process
+            vname, pname, tname = (x.decl().name() for x in (v, pid, t))
+            if ordered is None:
+                ordered = sorted(names)  # the same order in every process
+            for name in ordered:
                 if not name.startswith(vname):
                     continue
                 suffix = name[len(vname):]
-                if pid.decl().name() + suffix in names or t.decl().name() + suffix in names:
-                    pairs = [(x, z3.Int(x.decl().name() + suffix)) for x in (pid, t, v)] \
-                        if suffix else []
-                    out += [z3.substitute(c, *pairs) if pairs else c for c in link]
+                if pname + suffix in names or tname + suffix in names:
+                    if not suffix:
+                        out += link
+                        continue
+                    copy = substitution([(x, int_var(n + suffix))
+                                         for x, n in ((pid, pname), (t, tname), (v, vname))])
+                    out += [copy(c) for c in link]
         return out
 
     def _pid_values(self, ev) -> tuple:
@@ -518,7 +561,7 @@ class Checker:
     def scalars(self) -> dict[str, z3.ArithRef]:
         """The integer scalar variables in scope (program ids, loop variables, ...)."""
         return {name: v.val for name, v in self.env.items()
-                if v.shape == () and v.val is not None and z3.is_int(v.val)
+                if v.shape == () and v.val is not None and is_int(v.val)
                 and self.kernel.param(name) is None and name not in self.sizes}
 
     def _names(self, ev, scope=None) -> dict[str, int]:
@@ -551,7 +594,7 @@ class Checker:
             self.env[s] = SV((), self.size_terms[s])
         for name in self.for_all:
             lo, hi = self.for_all[name]
-            self.base_sizes.append(z3.And(self.size_terms[name] >= lo,
+            self.base_sizes.append(And(self.size_terms[name] >= lo,
                                           self.size_terms[name] < hi))
         params = dict(self.env)
         for i, (grid, stmts) in enumerate(launches(self.kernel)):
@@ -586,7 +629,7 @@ class Checker:
             if n is None and not self.for_all:
                 raise ValueError(f"grid dim {i} is not a constant at these sizes")
             if n is None:  # an extent that depends on a size proven for all values
-                if term is None or not z3.is_int(term):
+                if term is None or not is_int(term):
                     raise NotImplementedError(f"check: grid dim {i} is not an integer")
                 self.grid.append(None)
                 self.grid_terms.append(term)
@@ -614,7 +657,7 @@ class Checker:
             if len(s.targets) == 1:
                 # a value put into a loop-carried name is a pipeline buffer's content
                 buffer = any(f.carried and s.targets[0] in f.carried for f in self.frames)
-                self.env[s.targets[0]] = replace(v, origin=print_expr(s.value),
+                self.env[s.targets[0]] = replace(v, origin=Text(self.text, s.value),
                                                  carried=v.carried or buffer)
             else:
                 for name, part in zip(s.targets, self._unpack(s.value, len(s.targets))):
@@ -645,7 +688,7 @@ class Checker:
             return
         before = dict(self.env)
         results = []
-        for body, c in ((s.body, cond), (s.orelse, z3.Not(cond))):
+        for body, c in ((s.body, cond), (s.orelse, Not(cond))):
             self.env = dict(before)
             self.frames.append(Frame("if", [c]))
             self.block(body)
@@ -662,9 +705,18 @@ class Checker:
     def expr(self, e: ir.Expr) -> SV:
         return expr_rule(self, e)
 
+    def text(self, e: ir.Expr) -> str:
+        """The DSL text of expression `e` (`print_expr`), for messages: printed once per
+        node and check (a loop's body runs twice, and an operator's text contains its
+        operands')."""
+        hit = self._texts.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._texts[id(e)] = (e, print_expr(e))
+        return hit[1]
+
     def int_of(self, e: ir.Expr) -> z3.ArithRef:
         v = self.expr(e).val
-        if v is None or not z3.is_int(v):
+        if v is None or not is_int(v):
             raise NotImplementedError(f"check: `{print_expr(e)}` is not an integer")
         return v
 
@@ -713,15 +765,38 @@ class _Ranges:
     def __init__(self, vars: Vars):
         self.vars, self.bounds = vars, {}
 
-    def info(self, v):
-        return self.vars.info(v)
+    def named(self, name):
+        return self.vars.named(name)
 
 
 def _false(c) -> bool:
-    """Whether `c` is false whatever its variables (z3's simplifier makes it `False`)."""
+    """Whether `c` is false whatever its variables (z3's simplifier makes it `False`). A
+    conjunction is where its last conjunct is (the simplifier rewrites each conjunct on
+    its own first): a violation's own condition, last, is tried alone before the whole,
+    a smaller term to simplify, and `x != x` of one term needs no simplifier (over a
+    routed kernel's programs and seeded bugs, every conjunction the simplifier made false
+    had a false last conjunct, a third of them `x != x`). The conjunction's structure is
+    read through z3's C accessors."""
     if isinstance(c, bool):
         return not c
-    return z3.is_bool(c) and z3.is_false(z3.simplify(c))
+    if not isinstance(c, z3.BoolRef):
+        return z3.is_bool(c) and z3.is_false(simplify(c))
+    ctx = c.ctx
+    ref = ctx.ref()
+    last = c.as_ast()
+    while _ast_kind(ref, last) == z3.Z3_APP_AST:
+        n = _num_args(ref, last)
+        op = _decl_kind(ref, _app_decl(ref, last))
+        if op == z3.Z3_OP_AND and n:
+            last = _app_arg(ref, last, n - 1)
+            continue
+        if op == z3.Z3_OP_DISTINCT and n == 2 and \
+                _ast_id(ref, _app_arg(ref, last, 0)) == _ast_id(ref, _app_arg(ref, last, 1)):
+            return True  # `x != x`
+        break
+    if last.value != c.as_ast().value and z3.is_false(simplify(z3.BoolRef(last, ctx))):
+        return True
+    return z3.is_false(simplify(c))
 
 
 def _lit(value):

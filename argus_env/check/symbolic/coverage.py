@@ -2,7 +2,9 @@
 
 `exactly_once(...)` proves it in three steps: nothing outside the range, no index twice
 (two copies of the bound variables), nothing missing (a witness built by mixed-radix
-decomposition of the missing index, then confirmed). Where the completeness rests on an
+decomposition of the missing index, then confirmed; where the witnesses miss a point
+some term covers, coverage with every binding of the terms' few bound variables spelled
+out, `enumerated`). Where the completeness rests on an
 assumption the task's pack names (`InvariantPack.assumed_complete`: a host routing step),
 a missing witness is a note instead of an undecided obligation.
 """
@@ -14,7 +16,8 @@ import itertools
 import z3
 
 from .solver import Var, affine, const_value, in_range
-from .values import Cov, axis_ranges, depends_on, evaluate, free_names
+from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
+                     int_var, substitution)
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -30,7 +33,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         if lo_n is not None and hi_n is not None and \
                 in_range(ck, [term.idx - lo_n], [hi_n - lo_n], shape):
             continue  # within [lo, hi) by the ranges of its variables: no query
-        m = ck.solve(ctx + [term.dom, z3.Or(term.idx < lo, term.idx >= hi)])
+        m = ck.solve(ctx + [term.dom, Or(term.idx < lo, term.idx >= hi)])
         if m is not None:
             ok = False
             ck.violate("coverage", op, f"the reduction over {name} includes {name}="
@@ -49,7 +52,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
                   if b.decl().name() in used]
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
-            distinct = z3.Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
+            distinct = Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
             m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
             if m is not None:
                 ck.violate("coverage", op, f"the reduction over {name} accumulates "
@@ -70,7 +73,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
             picks = t.picks if chosen is None else chosen[i]
             covered += [_some_lane(ck, w) for w in _at_picks(sh, picks)]
         pins = [v == value for v, value in inst]
-        gap = [z3.Not(z3.Or(*covered))] if covered else []
+        gap = [Not(Or(*covered))] if covered else []
         queries.append((ctx + pins + [x >= lo, x < hi] + gap, pins + gap))
     m = None
     # one tile at a time: the context is the same in every query, so a tile whose query is
@@ -88,22 +91,74 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         if ok:
             ck.proven(f"{op}: {name} covered exactly once")
         return
-    # confirm: with this instance, element and x fixed, no term covers x at all
+    if _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope):
+        return
+    # the witnesses missed a point some term covers: where every term has few bindings,
+    # coverage itself is a formula without quantifiers (`enumerated`), and the query for
+    # a point it misses is exact
+    covered = enumerated(ck, terms, x)
+    if covered is not None:
+        m = ck.solve(ctx + [x >= lo, x < hi, Not(covered)])
+        if m is None:
+            ck.proven(f"{op}: {name} covered exactly once (every binding enumerated)")
+            return
+        if _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope):
+            return
+    if (note := _assumption(ck, name)) is not None:
+        ck.report.notes.append(f"line {ck._line()}: {note}")
+    else:
+        ck.undecided(f"completeness of the reduction over {name}",
+                     "a point looked uncovered but no term was shown to miss it")
+
+
+def _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope) -> bool:
+    """Whether model `m`'s point x is confirmed missing (then reported): with its
+    instance, element and x fixed, no term covers x at all."""
     bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
     fixed = [v.expr == evaluate(m, v.expr) for v in ck.vars.vars.values()
              if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
              and evaluate(m, v.expr) is not None]
     xv = evaluate(m, x)
-    anyc = z3.Or(*[z3.And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
-    if ck.solve(ctx + fixed + [anyc]) is None:
-        ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
-                   m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
-                   actual={f"missing {name}": xv}, frag=frag, scope=scope)
-    elif (note := _assumption(ck, name)) is not None:
-        ck.report.notes.append(f"line {ck._line()}: {note}")
-    else:
-        ck.undecided(f"completeness of the reduction over {name}",
-                     "a point looked uncovered but no term was shown to miss it")
+    anyc = Or(*[And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
+    if ck.solve(ctx + fixed + [anyc]) is not None:
+        return False
+    ck.violate("coverage", op, f"the reduction over {name} never includes {name}={xv}",
+               m, shape, expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
+               actual={f"missing {name}": xv}, frag=frag, scope=scope)
+    return True
+
+
+#: most bindings of one term `enumerated` spells out
+ENUMERATED = 64
+
+
+def enumerated(ck, terms: list[Cov], x) -> z3.BoolRef | None:
+    """That some term covers x, without quantifiers: for each term, one case per binding
+    of the bound variables its domain and index mention (and of the lanes its guards
+    read existentially, `any...`), each over the range it was made with. None where a
+    variable has no finite range or a term more than `ENUMERATED` bindings. A binding
+    outside those ranges is left out: the formula implies coverage (a proof of
+    completeness with it stands), and a point it misses is confirmed missing
+    (`_missing`) before it is reported."""
+    cases = []
+    for t in terms:
+        names = free_names(t.dom) | free_names(t.idx)
+        vs = [b for b in unique(t.bound) if b.decl().name() in names]
+        vs += [v.expr for n, v in ck.vars.vars.items() if n in names and n.startswith("any")]
+        ranges, count = [], 1
+        for v in unique(vs):
+            info = ck.vars.info(v)
+            if info is None or info.lo is None or info.hi is None:
+                return None
+            count *= max(info.hi - info.lo, 0)
+            if count > ENUMERATED:
+                return None
+            ranges.append((v, range(info.lo, info.hi)))
+        body = And(t.dom, t.idx == x)
+        for values in itertools.product(*[r for _, r in ranges]):
+            pairs = [(v, z3.IntVal(c)) for (v, _), c in zip(ranges, values)]
+            cases.append(substitution(pairs)(body) if pairs else body)
+    return Or(*cases) if cases else z3.BoolVal(False)
 
 
 def _assumption(ck, name: str) -> str | None:
@@ -116,7 +171,7 @@ def _twin(ck, v, suffix: str):
     """A fresh copy of variable `v` named `v` + `suffix`, with `v`'s kind and range."""
     info = ck.vars.info(v)
     name = v.decl().name() + suffix
-    twin = z3.Int(name)
+    twin = int_var(name)
     ck.vars.vars[name] = Var(twin, info.kind if info else "lane", info.lo if info else None,
                              info.hi if info else None, True)
     return twin
@@ -265,7 +320,7 @@ def _witness(term: Cov, x, defaults: dict, c0, order) -> z3.BoolRef:
     pairs += [(b, hints[b.get_id()]) for b in term.bound
               if b.get_id() not in used and b.get_id() in hints]
     sub = (lambda e: z3.substitute(e, *pairs)) if pairs else (lambda e: e)
-    body = z3.And(sub(term.dom), sub(term.idx) == x)
+    body = And(sub(term.dom), sub(term.idx) == x)
     # a bound variable the decomposition does not pin down ranges over its values: some
     # value of it covers x (else the witness would ask for one arbitrary value of it)
     fixed = {v.get_id() for v, _ in pairs}

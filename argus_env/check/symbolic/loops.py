@@ -34,7 +34,8 @@ from ..report import CheckUnsupported
 from .rules import _bits, _refutable, no_wrap
 from .solver import const_value, interval
 from .state import Frame
-from .values import SV, Cov, axis_ranges, depends_on, merge, subst
+from .values import (SV, And, Cov, Not, Or, add, axis_ranges, depends_on, ge, is_int, lt, merge,
+                     mul, ne, sub, substitution)
 
 MARK = "\x00entry"  # placeholder tag: present in a result that read the carried value
 
@@ -47,7 +48,7 @@ def run_loop(ck, s: ir.For) -> None:
     t = ck.vars.fresh(f"t_{s.var}", "iter", 0, _max_trips(ck, start, stop, step))
 
     def valid(tt):
-        return z3.And(tt >= 0, start + tt * step < stop)
+        return And(ge(tt, 0), lt(add(start, mul(tt, step)), stop))
 
     linear = _grid_stride(ck, start, stop, step, t, valid)
     cons = [valid(t)] if linear is None else [linear >= 0, linear < stop]
@@ -153,8 +154,8 @@ def _count(ck, s: ir.For, start, stop, step, valid):
     if c is not None and c > 0:
         return z3.If(stop > start, ck.div(stop - start + (c - 1), z3.IntVal(c)), 0)
     count = ck.vars.fresh(f"n_{s.var}", "iter", 0, None)
-    exit_cons = z3.Or(z3.And(count == 0, z3.Not(valid(0))),
-                      z3.And(count >= 1, valid(count - 1), z3.Not(valid(count))))
+    exit_cons = Or(And(count == 0, Not(valid(0))),
+                      And(count >= 1, valid(count - 1), Not(valid(count))))
     (ck.frames[-1].cons if ck.frames else ck.base).append(exit_cons)
     return count
 
@@ -207,7 +208,7 @@ def _classify(out: SV, init: SV):
     if MARK in out.tags:
         return "acc", None
     if out.val is not None and init.val is not None and _mentions_entry(out.val):
-        if z3.is_int(out.val):
+        if is_int(out.val):
             diff = z3.simplify(out.val - _entry_var(out.val))
             if not _mentions_entry(diff):
                 return "ind", diff
@@ -239,10 +240,10 @@ def _acc_cov(ck, out: SV, at, upto, valid) -> dict:
     for name, terms in out.cov.items():
         for term in terms:
             tp = ck.vars.fresh("tp", "iter", 0, None)
+            to = substitution(at(tp))
             cov.setdefault(name, []).append(Cov(
-                term.bound + (tp,), z3.And(subst(term.dom, at(tp)), valid(tp), tp < upto),
-                subst(term.idx, at(tp)), term.kind,
-                tuple((v, subst(e, at(tp))) for v, e in term.defaults)))
+                term.bound + (tp,), And(to(term.dom), valid(tp), lt(tp, upto)),
+                to(term.idx), term.kind, tuple((v, to(e)) for v, e in term.defaults)))
     return cov
 
 
@@ -250,12 +251,12 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + t * extra, init.tags, init.cov)
     if kind == "carry":
-        shifted = out.map(lambda e: subst(e, at(t - 1)))
+        shifted = out.map(substitution(at(sub(t, 1))))
         return replace(merge(t == 0, init, shifted), carried=True)
     if kind == "acc":
         # entry tags: the previous iteration's; entry coverage is left empty, so that the
         # body's result holds exactly this iteration's contribution (read at the exit)
-        shifted = _strip(out).map(lambda e: subst(e, at(t - 1)))
+        shifted = _strip(out).map(substitution(at(sub(t, 1))))
         v = merge(t == 0, init, replace(shifted, cov={}))
         # it holds the sums of the iterations before (and the initial value's), which the
         # order rules must see though the terms stay out of the body
@@ -264,7 +265,7 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         tags = dict(v.tags)
         for n in sums:
             live = shifted.live()  # where the iteration before left data
-            tags[SUMS + n] = (init.live() if n in init.cov else z3.And(t >= 1, live),
+            tags[SUMS + n] = (init.live() if n in init.cov else And(t >= 1, live),
                               z3.IntVal(0))
         return replace(v, tags=tags, cov={}, carried=False, frag=out.frag or init.frag)
     return _havoc(ck, init)
@@ -274,10 +275,10 @@ def _exit(ck, kind, extra, init: SV, out: SV, t, at, count, valid, merge) -> SV:
     if kind == "ind" and not depends_on(extra, t):
         return SV(init.shape, init.val + count * extra, init.tags, init.cov)
     if kind == "carry":
-        last = out.map(lambda e: subst(e, at(count - 1)))
+        last = out.map(substitution(at(sub(count, 1))))
         return merge(count == 0, init, last)
     if kind == "acc":
-        last = _strip(out).map(lambda e: subst(e, at(count - 1)))
+        last = _strip(out).map(substitution(at(sub(count, 1))))
         v = merge(count == 0, init, replace(last, cov={}))
         v.cov = {n: list(ts) for n, ts in init.cov.items()}
         for n, terms in _acc_cov(ck, out, at, count, valid).items():
@@ -288,7 +289,7 @@ def _exit(ck, kind, extra, init: SV, out: SV, t, at, count, valid, merge) -> SV:
 
 def _havoc(ck, init: SV) -> SV:
     val = None
-    if init.val is not None and z3.is_int(init.val):
+    if init.val is not None and is_int(init.val):
         val = ck.vars.fresh("unknown", "point", None, None)
     return SV(init.shape, val)
 
@@ -297,12 +298,15 @@ def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:
     """An accumulator's tags (its row and column, say) are the same in every iteration."""
     t1 = ck.vars.fresh("t1", "iter", 0, None)
     t2 = ck.vars.fresh("t2", "iter", 0, None)
+    at1, at2 = substitution(at(t1)), substitution(at(t2))
     for tag, (g, v) in _strip(out).tags.items():
         if tag.startswith(INTERNAL):  # a pack's own tags (versions of running maxima)
             continue
-        g1, v1 = subst(g, at(t1)), subst(v, at(t1))
-        g2, v2 = subst(g, at(t2)), subst(v, at(t2))
-        model = ck.find(z3.And(valid(t1), valid(t2), g1, g2, v1 != v2), out.shape)
+        v1, v2 = at1(v), at2(v)
+        if v1.eq(v2):  # the same in every iteration: `v1 != v2` is false, no query
+            continue
+        g1, g2 = at1(g), at2(g)
+        model = ck.find(And(valid(t1), valid(t2), g1, g2, ne(v1, v2)), out.shape)
         if model is not None:
             ck.violate("tag_conflict", "accumulate", f"accumulator `{name}` receives tag "
                        f"{tag} of different positions in different iterations", model,

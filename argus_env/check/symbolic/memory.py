@@ -16,7 +16,8 @@ from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
-from .values import AXES, SV, Cov, align, depends_on, evaluate, free_names, move_axes, subst
+from .values import (AXES, SV, And, Cov, If, Not, Or, align, depends_on, eq, evaluate,
+                     free_names, ge, int_val, is_int, lt, move_axes, ne, subst, substitution)
 
 
 @dataclass
@@ -52,10 +53,10 @@ def access(ck, call: ir.Call) -> Access:
                                                   (1,) * (max(len(shape), len(v.shape)) - len(v.shape)) + v.shape))
         placed = [align(v, shape) for v in idx]
     coords = [v.val for v in placed]
-    if any(c is None or not z3.is_int(c) for c in coords):
+    if any(c is None or not is_int(c) for c in coords):
         raise NotImplementedError(f"check: an index of `{tensor.name}` is not an integer")
     sizes = [ck.extent_terms[d] for d in tensor.dims]
-    inb = z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords, sizes)])
+    inb = And(*[And(ge(c, 0), lt(c, n)) for c, n in zip(coords, sizes)])
     tma = _flag(call, "tma")
     live = inb if tma else _mask(ck, call.arg("mask"), idx, placed, shape, ortho)
     return Access(tensor, coords, shape, live, inb, [v for v in placed if v.tags])
@@ -75,7 +76,7 @@ def _mask(ck, m: ir.Expr | None, idx, placed, shape, ortho) -> z3.BoolRef:
                 if part is not None and z3.is_bool(part):  # an unknown mask masks nothing
                     parts.append(part)
             axis += bool(v.shape) and ortho
-        return z3.And(*parts) if parts else z3.BoolVal(True)
+        return And(*parts) if parts else z3.BoolVal(True)
     v = align(ck.expr(m), shape).val
     return v if v is not None and z3.is_bool(v) else z3.BoolVal(True)
 
@@ -92,7 +93,7 @@ def _bounds(ck, a: Access, op: str) -> None:
         # of (`solver.interval`): no element of any instance is outside, masked or not
         ck.proven(f"{op} {a.tensor.name}: in bounds")
         return
-    m = ck.find(z3.And(a.live, z3.Not(a.inbounds)), a.shape)
+    m = ck.find(And(a.live, Not(a.inbounds)), a.shape)
     if m is None:
         ck.proven(f"{op} {a.tensor.name}: in bounds")
         return
@@ -112,7 +113,7 @@ def load(ck, call: ir.Call) -> SV:
     tags = {d: (a.live, c) for d, c in zip(a.tensor.dims, a.coords)}
     for v in a.index_tags:
         for n, (g, val) in v.tags.items():
-            tags.setdefault(n, (z3.And(a.live, g), val))
+            tags.setdefault(n, (And(a.live, g), val))
     val = None
     _zero_fill(ck, call, a)
     if a.tensor.dtype.startswith("i"):
@@ -123,13 +124,13 @@ def load(ck, call: ir.Call) -> SV:
         fill = 0
         if other is not None and not (isinstance(other, ir.Const) and other.value is None):
             o = ck.expr(other)
-            fill = const_value(o.val) if o.val is not None and z3.is_int(o.val) else \
+            fill = const_value(o.val) if o.val is not None and is_int(o.val) else \
                 int(z3.is_true(z3.simplify(o.val))) if o.val is not None else \
                 int(o.fval) if o.fval is not None else None
             if fill is None:
                 raise NotImplementedError(f"check: `other` of `{print_expr(call)}` has no "
                                           "integer value")
-        val = z3.If(a.live, data, fill)
+        val = If(a.live, data, int_val(fill))
     return SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
 
 
@@ -176,9 +177,9 @@ def carried_coverage(ck, a: Access) -> dict[str, list]:
         def mv(e, ren=ren):
             return subst(e, ren)
         coords = [mv(c) for c in w.coords]
-        glue = z3.And(*[mv(p) for p in w.path],
-                      *[z3.And(x >= 0, x < n) for x, n in zip(axes, w.shape)],
-                      mv(w.live), a.live, *[c == d for c, d in zip(coords, a.coords)])
+        glue = And(*[mv(p) for p in w.path],
+                      *[And(ge(x, 0), lt(x, n)) for x, n in zip(axes, w.shape)],
+                      mv(w.live), a.live, *[eq(c, d) for c, d in zip(coords, a.coords)])
         mine = None
         for name, terms in w.value.cov.items():
             for t in terms:
@@ -192,7 +193,7 @@ def carried_coverage(ck, a: Access) -> dict[str, list]:
                     mine = _writer_at(coords, a.coords, [v for v in bound if not
                                                          any(v.eq(b) for b in t.bound)])
                 out.setdefault(name, []).append(
-                    Cov(bound, z3.And(glue, t.dom), t.idx, t.kind, t.defaults + mine))
+                    Cov(bound, And(glue, t.dom), t.idx, t.kind, t.defaults + mine))
     return out
 
 
@@ -230,7 +231,7 @@ def write(ck, call: ir.Call) -> None:
         if d not in value.tags:
             continue
         g, v = value.tags[d]
-        m = ck.find(z3.And(a.live, a.inbounds, g, v != c), a.shape)
+        m = ck.find(And(a.live, a.inbounds, g, ne(v, c)), a.shape)
         if m is None:
             ck.proven(f"{call.fn} {a.tensor.name}: tag {d} owns its destination")
             continue
@@ -241,7 +242,7 @@ def write(ck, call: ir.Call) -> None:
     for rule in ck.pack.write if ck.pack is not None else ():
         value = rule(ck, a, value, call)
     if not ck.quiet:
-        ck.writes.append(Write(a.tensor.name, a.coords, z3.And(a.live, a.inbounds), value,
+        ck.writes.append(Write(a.tensor.name, a.coords, And(a.live, a.inbounds), value,
                                call.fn == "atomic_add", tma, a.shape, ck.path(),
                                list(ck.frames), ck.stmt, ck.scalars()))
 
@@ -252,14 +253,14 @@ def dot(ck, call: ir.Call) -> SV:
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     lane = ck.vars.fresh("l", "lane", 0, k)
     anyl = ck.vars.fresh("anyl", "lane", 0, k)
-    a2 = a.map(lambda e: subst(e, [(AXES[1], lane)]))
-    b2 = b.map(lambda e: subst(e, [(AXES[0], lane)]))
-    lr = [lane >= 0, lane < k]
-    live = z3.And(a2.live(), b2.live())
+    a2 = a.map(substitution([(AXES[1], lane)]))
+    b2 = b.map(substitution([(AXES[0], lane)]))
+    lr = [ge(lane, 0), lt(lane, k)]
+    live = And(a2.live(), b2.live())
     shape = (m, n)
     shared = sorted(set(a2.tags) & set(b2.tags))
     kind = "pipeline" if a.carried or b.carried else "contraction"
-    what = print_expr(call)
+    what = ck.text(call)
     if a2.tags and b2.tags and not shared:
         model = ck.find(live, shape, lr)
         if model is not None:
@@ -269,7 +270,7 @@ def dot(ck, call: ir.Call) -> SV:
     contracted = []
     for name in shared:
         (ga, va), (gb, vb) = a2.tags[name], b2.tags[name]
-        model = ck.find(z3.And(live, ga, gb, va != vb), shape, lr)
+        model = ck.find(And(live, ga, gb, ne(va, vb)), shape, lr)
         if model is not None:
             msg = (f"`{what}` multiplies lhs element with {name}={evaluate(model, va)} by rhs "
                    f"element with {name}={evaluate(model, vb)} at lane {evaluate(model, lane)}")
@@ -289,12 +290,12 @@ def dot(ck, call: ir.Call) -> SV:
             if name in contracted or name in tags:
                 continue
             # present where some lane contributes (a lane within the contraction)
-            tags[name] = (z3.And(subst(z3.And(g, other.live()), some), anyl >= 0, anyl < k),
+            tags[name] = (And(subst(And(g, other.live()), some), ge(anyl, 0), lt(anyl, k)),
                           subst(v, some))
     # a lane adds an index of a contracted name where both operands carry that name there
     # (a masked-off score that picked up its row's maximum carries data, but no key)
-    cov = {name: [Cov((lane,), z3.And(live, a2.tags[name][0], b2.tags[name][0], lane >= 0,
-                                      lane < k), a2.tags[name][1], "sum")]
+    cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], ge(lane, 0),
+                                      lt(lane, k)), a2.tags[name][1], "sum")]
            for name in contracted}
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
@@ -311,13 +312,13 @@ def dot(ck, call: ir.Call) -> SV:
 
 def assert_tags(ck, call: ir.Call) -> None:
     x = ck.expr(call.arg("x"))
-    what = print_expr(call.arg("x"))
-    anydata = z3.Or(x.live(), *[t.dom for ts in x.cov.values() for t in ts]) \
+    what = ck.text(call.arg("x"))
+    anydata = Or(x.live(), *[t.dom for ts in x.cov.values() for t in ts]) \
         if x.cov else x.live()
     for name, rel in call.tags:
         if isinstance(rel, ir.Call) and rel.fn == "covers":
             lo, hi = (align(ck.expr(rel.arg(p)), x.shape).val for p in ("lo", "hi"))
-            if not all(b is not None and z3.is_int(b) for b in (lo, hi)):
+            if not all(b is not None and is_int(b) for b in (lo, hi)):
                 raise NotImplementedError(f"check: the range of `{print_expr(rel)}` is not "
                                           "an integer range it can follow")
             if name not in x.cov:
@@ -328,7 +329,7 @@ def assert_tags(ck, call: ir.Call) -> None:
                          "assert_tags", x.frag)
             continue
         target = align(ck.expr(rel), x.shape).val
-        if target is None or not z3.is_int(target):
+        if target is None or not is_int(target):
             raise NotImplementedError(f"check: tag {name}=`{print_expr(rel)}` of A.assert_tags "
                                       "is not an integer it can follow")
         if name not in x.tags:
@@ -336,7 +337,7 @@ def assert_tags(ck, call: ir.Call) -> None:
                        ck.find(anydata, x.shape), x.shape)
             continue
         g, v = x.tags[name]
-        model = ck.find(z3.And(g, v != target), x.shape)
+        model = ck.find(And(g, ne(v, target)), x.shape)
         if model is None:
             ck.proven(f"assert_tags: {name}")
             continue

@@ -22,7 +22,7 @@ from __future__ import annotations
 import z3
 
 from ..pack import FINAL, NARROW_FLOATS as NARROW, SUMS, reduced_names
-from .values import SV, Cov, evaluate
+from .values import SV, And, Cov, If, Or, evaluate
 
 
 def sums(v: SV) -> set[str]:
@@ -54,7 +54,7 @@ def finalise(ck, out: SV, names, how: str) -> None:
         return
     live = out.live()
     if out.cov:
-        live = z3.Or(live, *[t.dom for ts in out.cov.values() for t in ts])
+        live = Or(live, *[t.dom for ts in out.cov.values() for t in ts])
     line = ck._line()
     ck.memo.setdefault("final_how", {})[line] = how
     for n in sorted(names):
@@ -72,7 +72,7 @@ def check_added(ck, base: SV, added: dict[str, list[Cov]], shape, what: str) -> 
             if name in reduced(ck) else []
         if not terms:
             continue
-        m = ck.find(z3.And(g, z3.Or(*[t.dom for t in terms])), shape)
+        m = ck.find(And(g, Or(*[t.dom for t in terms])), shape)
         if m is None:
             ck.proven(f"{what}: no contribution over {name} after it was finalised")
             continue
@@ -87,7 +87,7 @@ def check_added(ck, base: SV, added: dict[str, list[Cov]], shape, what: str) -> 
 
 def merge_final(g0, v0, g, v) -> tuple:
     """Two final marks of one name meet: the element is final where either says so."""
-    return z3.Or(g0, g), z3.If(g0, v0, v)
+    return Or(g0, g), If(g0, v0, v)
 
 
 def drop_final(v: SV) -> SV:

@@ -18,8 +18,9 @@ from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import Var, _Shaped, const_value, interval
 from .tags import FALSE, add_cov, bcast, union_tags
-from .values import (AXES, SV, Cov, align, axis_ranges, depends_on, evaluate, free_names,
-                     move_axes, subst)
+from .values import (AXES, SV, And, Cov, If, Not, Or, add, align, axis_ranges, depends_on,
+                     eq, evaluate, free_names, ge, gt, is_int, le, lt, move_axes, mul, ne,
+                     simplify, sub, subst, substitution)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -36,19 +37,19 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             raise NotImplementedError(f"check: `{e.id}` has no symbolic value")
         return ck.env[e.id]
     if isinstance(e, (ir.Symbol, ir.TupleExpr, ir.Slice)):
-        return SV((), None, origin=print_expr(e))
+        return SV((), None, origin=ck.text(e))
     if isinstance(e, ir.BinOp):
         return binop(ck, e)
     if isinstance(e, ir.UnaryOp):
         x = ck.expr(e.operand)
         val = None
         if x.val is not None:
-            if e.op == "-" and z3.is_int(x.val):
+            if e.op == "-" and is_int(x.val):
                 val = -x.val
                 if not x.ctime:
                     no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
             elif e.op in ("not", "~") and z3.is_bool(x.val):
-                val = z3.Not(x.val)
+                val = Not(x.val)
         return replace(x, val=val)
     if isinstance(e, ir.Subscript):
         return expand(ck, e)
@@ -71,10 +72,10 @@ def _arith(ck, op: str, a, b):
         b = z3.If(b, 1, 0) if z3.is_bool(b) else b
     if op in ("&", "|", "^", "<<", ">>"):
         return _bitwise(op, a, b)
-    fns = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-           "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: a < b,
-           "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
-           "==": lambda: a == b, "!=": lambda: a != b}
+    fns = {"+": lambda: add(a, b), "-": lambda: sub(a, b), "*": lambda: mul(a, b),
+           "//": lambda: ck.div(a, b), "%": lambda: ck.mod(a, b), "<": lambda: lt(a, b),
+           "<=": lambda: le(a, b), ">": lambda: gt(a, b), ">=": lambda: ge(a, b),
+           "==": lambda: eq(a, b), "!=": lambda: ne(a, b)}
     return fns[op]() if op in fns else None
 
 
@@ -98,7 +99,7 @@ def binop(ck, e: ir.BinOp) -> SV:
     x, y = align(x, shape), align(y, shape)
     fx = x.fval if fx is None else fx
     fy = y.fval if fy is None else fy
-    what = print_expr(e)
+    what = ck.text(e)
     tags = union_tags(ck, [x, y], shape, what) if x.tags and y.tags else {**x.tags, **y.tags}
     if e.op in ("+", "-"):
         check_added(ck, x, y.cov, shape, what)  # a sum goes on: neither side may be final
@@ -119,7 +120,7 @@ def binop(ck, e: ir.BinOp) -> SV:
              x.frag or y.frag, fval=_ffold(e.op, fx, fy), ctime=ctime,
              wide=_wide(x) or _wide(y))
     if e.op in ("*", "/") and cov:  # normalised by its own total: final for those names
-        finalise(ck, out, sums(x) & sums(y), f"normalised by `{print_expr(e.rhs)}`")
+        finalise(ck, out, sums(x) & sums(y), f"normalised by `{ck.text(e.rhs)}`")
     rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
     if rule is not None:
         rule(ck, x, y, out, shape, what)
@@ -282,7 +283,7 @@ def scalar_value(x: SV) -> float | None:
         return x.fval
     if x.val is None:
         return None
-    v = z3.simplify(x.val)
+    v = simplify(x.val)
     if z3.is_int_value(v):
         return float(v.as_long())
     if z3.is_true(v) or z3.is_false(v):
@@ -381,13 +382,13 @@ def _same(ck, e):
     x = ck.expr(e.arg("x"))
     rule = ck.pack.calls.get(e.fn) if ck.pack is not None else None
     if rule is not None:
-        rule(ck, e.fn, x, x.shape, print_expr(e))
+        rule(ck, e.fn, x, x.shape, ck.text(e))
     return replace(x, val=None, fval=None)
 
 
 def _abs(ck, e):
     x = ck.expr(e.arg("x"))
-    val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and z3.is_int(x.val) else None
+    val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and is_int(x.val) else None
     if val is not None and not x.ctime:
         no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
     return replace(x, val=val)
@@ -396,7 +397,7 @@ def _abs(ck, e):
 def _cast(ck, e):
     x = ck.expr(e.arg("x"))
     dtype = DTYPES[e.arg("dtype").name]
-    val = x.val if x.val is not None and dtype.is_int and z3.is_int(x.val) else None
+    val = x.val if x.val is not None and dtype.is_int and is_int(x.val) else None
     if val is not None and dtype.bits < 64:  # a narrowing cast keeps the low bits
         no_wrap(ck, val, x.shape, dtype.bits, print_expr(e))
     fval = scalar_value(x) if not dtype.is_int else None  # `A.cast(M <= 130, A.f32)`
@@ -426,11 +427,11 @@ def _where(ck, e):
         gx, vx = x.tags.get(n, (FALSE, None))
         gy, vy = y.tags.get(n, (FALSE, None))
         # where only one side carries the tag, its guard says where: keep its value plain
-        value = vx if vy is None else vy if vx is None else z3.If(cond, vx, vy)
-        tags[n] = (z3.Or(z3.And(cond, gx), z3.And(z3.Not(cond), gy)), value)
+        value = vx if vy is None else vy if vx is None else If(cond, vx, vy)
+        tags[n] = (Or(And(cond, gx), And(Not(cond), gy)), value)
     cov = add_cov({n: [t.guard(cond) for t in ts] for n, ts in x.cov.items()},
-                  {n: [t.guard(z3.Not(cond)) for t in ts] for n, ts in y.cov.items()})
-    val = z3.If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
+                  {n: [t.guard(Not(cond)) for t in ts] for n, ts in y.cov.items()})
+    val = If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
     return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag,
               wide=_wide(x) or _wide(y))
@@ -441,7 +442,7 @@ def _tag(ck, e):
     tags = dict(x.tags)
     for name, te in e.tags:
         v = align(ck.expr(te), x.shape).val
-        if v is None or not z3.is_int(v):
+        if v is None or not is_int(v):
             raise NotImplementedError(f"check: tag {name} must be an integer")
         tags[name] = (z3.BoolVal(True), v)
     return replace(x, tags=tags)
@@ -466,28 +467,28 @@ def _reduce_new(ck, e, x, axis):
     lane = ck.vars.fresh("lane", "lane", 0, x.shape[axis])
     anyl = ck.vars.fresh("anylane", "lane", 0, x.shape[axis])
     pairs = [(AXES[axis], lane)] + [(AXES[i], AXES[i - 1]) for i in range(axis + 1, len(x.shape))]
-    x2 = x.map(lambda v: subst(v, pairs))
+    x2 = x.map(substitution(pairs))
     shape = x.shape[:axis] + x.shape[axis + 1:]
-    live = z3.And(x2.live(), lane >= 0, lane < x.shape[axis])
+    live = And(x2.live(), lane >= 0, lane < x.shape[axis])
     kind = "sum" if e.fn == "sum" else "max"
     # a sum adds up the operands' own coverage over the reduced lanes: each lane is a
     # further bound variable of a term (a sum of partial sums over K covers what they
     # cover); max and min pick one lane, whose coverage is the result's (lane left free)
     tags = {}
-    cov = {n: [Cov(t.bound + (lane,), z3.And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
+    cov = {n: [Cov(t.bound + (lane,), And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
                    t.kind, t.defaults) if kind == "sum" and t.kind == "sum" else t for t in ts]
            for n, ts in x2.cov.items()}
     for n, (g, v) in x2.tags.items():
         if depends_on(v, lane):
-            cov.setdefault(n, []).append(Cov((lane,), z3.And(live, g), v, kind))
+            cov.setdefault(n, []).append(Cov((lane,), And(live, g), v, kind))
         else:
             # present where some lane of the reduced axis carries it
-            tags[n] = (z3.And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
+            tags[n] = (And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
                        subst(v, [(lane, anyl)]))
     out = SV(shape, None, tags, cov, x.carried, None)
     rule = ck.pack.reduce.get(e.fn) if ck.pack is not None else None
     if rule is not None:  # where some reduced lane carries data
-        rule(ck, e.fn, out, z3.And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))
+        rule(ck, e.fn, out, And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import AXES, substitution
+from .values import AXES, _raw, int_var, simplify, sub, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -40,12 +40,17 @@ class Vars:
 
     def fresh(self, prefix: str, kind: str, lo: int | None = 0, hi: int | None = None) -> z3.ArithRef:
         name = f"{prefix}!{next(self.counter)}"
-        v = z3.Int(name)
+        v = int_var(name)
         self.vars[name] = Var(v, kind, lo, hi)
         return v
 
     def info(self, v: z3.ExprRef) -> Var | None:
         return self.vars.get(v.decl().name()) if z3.is_const(v) else None
+
+    def named(self, name: str) -> tuple[int | None, int | None] | None:
+        """The range (lo, hi) of the variable called `name`, None for none (`interval`)."""
+        v = self.vars.get(name)
+        return (v.lo, v.hi) if v is not None else None
 
     def ranges(self) -> dict[str, tuple[int | None, int | None]]:
         return {n: (v.lo, v.hi) for n, v in self.vars.items()}
@@ -56,7 +61,7 @@ class Vars:
         suffix = f"{suffix}.{next(self.counter)}"
         for name, v in list(self.vars.items()):
             if v.kind in kinds and not v.twin:
-                twin = z3.Int(f"{name}{suffix}")
+                twin = int_var(f"{name}{suffix}")
                 self.vars[f"{name}{suffix}"] = Var(twin, v.kind, v.lo, v.hi, True)
                 pairs.append((v.expr, twin))
 
@@ -71,16 +76,34 @@ def const_value(e) -> int | None:
         return e
     if e is None:
         return None
-    s = z3.simplify(e) if not z3.is_int_value(e) else e
-    return s.as_long() if z3.is_int_value(s) else None
+    v = numeral(e)
+    return v if v is not None or not isinstance(e, z3.ExprRef) else numeral(simplify(e))
+
+
+def numeral(e) -> int | None:
+    """The value of an integer numeral (`z3.is_int_value`, `as_long`), read through z3's C
+    accessors; None for any other term."""
+    if not isinstance(e, z3.ArithRef):
+        return None
+    ref = e.ctx.ref()
+    a = e.as_ast()
+    if _ast_kind(ref, a) != z3.Z3_NUMERAL_AST or \
+            _sort_kind(ref, _get_sort(ref, a)) != z3.Z3_INT_SORT:
+        return None
+    return int(_numeral_string(ref, a))
 
 
 def interval(e: z3.ExprRef, vars: Vars, depth: int = 0) -> tuple[int, int] | None:
-    """Inclusive bounds [lo, hi] of an integer expression, or None if unbounded."""
+    """Inclusive bounds [lo, hi] of an integer expression, or None if unbounded. Each
+    subterm's bounds are memoised (`vars.bounds`, by z3's id; the entry keeps the term it
+    was reached from alive, and with it the subterm, so that no id is reused); the walk
+    reads the subterms through z3's C accessors, no Python object per subterm."""
     key = e.get_id()
-    if key not in vars.bounds:
-        vars.bounds[key] = (e, _interval(e, vars, depth))  # keep e alive: ids are reused
-    return vars.bounds[key][1]
+    hit = vars.bounds.get(key)
+    if hit is None:
+        ref = e.ctx
+        return _interval(ref.ref(), ref, e.as_ast(), vars, depth, e)
+    return hit[1]
 
 
 class _Shaped:
@@ -92,10 +115,9 @@ class _Shaped:
         self.bounds = vars.bounds.setdefault(("shape", shape), ({}, None))[0]
         self.axes = {ax.decl().name(): n for ax, n in zip(axes, shape)}
 
-    def info(self, v):
-        if z3.is_const(v) and v.decl().name() in self.axes:
-            return Var(v, "axis", 0, self.axes[v.decl().name()])
-        return self.vars.info(v)
+    def named(self, name: str) -> tuple[int | None, int | None] | None:
+        n = self.axes.get(name)
+        return (0, n) if n is not None else self.vars.named(name)
 
 
 def in_range(ck, coords, extents, shape) -> bool:
@@ -111,30 +133,49 @@ def in_range(ck, coords, extents, shape) -> bool:
     return True
 
 
-def _interval(e: z3.ExprRef, vars: Vars, depth: int) -> tuple[int, int] | None:
+def _interval(ctx, ref, a, vars, depth: int, root) -> tuple[int, int] | None:
+    """`interval` of the term `a` (a C pointer of context `ctx`, `ref` its Python
+    context), reached from `root`; memoised in `vars.bounds`."""
+    key = _ast_id(ctx, a)
+    hit = vars.bounds.get(key)
+    if hit is not None:
+        return hit[1]
+    out = _interval_of(ctx, ref, a, vars, depth, root)
+    vars.bounds[key] = (root, out)
+    return out
+
+
+def _interval_of(ctx, ref, a, vars, depth: int, root) -> tuple[int, int] | None:
     if depth > 60:
         return None
-    if z3.is_int_value(e):
-        v = e.as_long()
-        return v, v
-    if z3.is_const(e):
-        info = vars.info(e)
-        if info is None or info.lo is None or info.hi is None:
+    kind = _ast_kind(ctx, a)
+    if kind == z3.Z3_NUMERAL_AST:
+        if _sort_kind(ctx, _get_sort(ctx, a)) == z3.Z3_INT_SORT:
+            v = int(_numeral_string(ctx, a))
+            return v, v
+        return None
+    if kind != z3.Z3_APP_AST:
+        return None  # a quantifier or a bound variable
+    n = _num_args(ctx, a)
+    d = _app_decl(ctx, a)
+    if n == 0:
+        rng = vars.named(z3.z3._symbol2py(ref, _decl_name(ctx, d)))
+        if rng is None or rng[0] is None or rng[1] is None:
             return None
-        return info.lo, info.hi - 1
-    kids = [interval(c, vars, depth + 1) for c in e.children()] if z3.is_app(e) else []
-    k = e.decl().kind() if z3.is_app(e) else None
+        return rng[0], rng[1] - 1
+    args = [_app_arg(ctx, a, i) for i in range(n)]
+    kids = [_interval(ctx, ref, c, vars, depth + 1, root) for c in args]
+    k = _decl_kind(ctx, d)
     if k == z3.Z3_OP_ITE:
-        a, b = kids[1], kids[2]
-        if a is None or b is None:
+        x, y = kids[1], kids[2]
+        if x is None or y is None:
             return None
-        cond, x, y = e.children()
-        kind = _minmax_kind(cond, x, y)
-        if kind == "min":
-            return min(a[0], b[0]), min(a[1], b[1])
-        if kind == "max":
-            return max(a[0], b[0]), max(a[1], b[1])
-        return min(a[0], b[0]), max(a[1], b[1])
+        minmax = _minmax_kind(ctx, *args)
+        if minmax == "min":
+            return min(x[0], y[0]), min(x[1], y[1])
+        if minmax == "max":
+            return max(x[0], y[0]), max(x[1], y[1])
+        return min(x[0], y[0]), max(x[1], y[1])
     if any(c is None for c in kids):
         return None
     if k == z3.Z3_OP_ADD:
@@ -161,15 +202,17 @@ def _interval(e: z3.ExprRef, vars: Vars, depth: int) -> tuple[int, int] | None:
     return None
 
 
-def _minmax_kind(cond, x, y) -> str | None:
-    """"min" for If(x <= y, x, y) (or x < y), "max" for If(x >= y, x, y), else None."""
-    if not z3.is_app(cond) or len(cond.children()) != 2:
+def _minmax_kind(ctx, cond, x, y) -> str | None:
+    """"min" for If(x <= y, x, y) (or x < y), "max" for If(x >= y, x, y), else None (the
+    terms as C pointers of context `ctx`)."""
+    if _ast_kind(ctx, cond) != z3.Z3_APP_AST or _num_args(ctx, cond) != 2:
         return None
-    k = cond.decl().kind()
-    l, r = cond.children()
-    if l.eq(x) and r.eq(y):
+    k = _decl_kind(ctx, _app_decl(ctx, cond))
+    l, r = (_ast_id(ctx, _app_arg(ctx, cond, i)) for i in (0, 1))
+    x, y = _ast_id(ctx, x), _ast_id(ctx, y)
+    if l == x and r == y:
         return {z3.Z3_OP_LE: "min", z3.Z3_OP_LT: "min", z3.Z3_OP_GE: "max", z3.Z3_OP_GT: "max"}.get(k)
-    if l.eq(y) and r.eq(x):
+    if l == y and r == x:
         return {z3.Z3_OP_LE: "max", z3.Z3_OP_LT: "max", z3.Z3_OP_GE: "min", z3.Z3_OP_GT: "min"}.get(k)
     return None
 
@@ -230,14 +273,25 @@ def affine(e: z3.ArithRef, vs: list[z3.ArithRef]) -> tuple[int, dict] | None:
     """`e` as c0 + sum(c_v * v) over `vs` with integer coefficients (other variables held
     fixed), read off by substitution; None if a coefficient is not a constant. The caller
     verifies the decomposition where it matters."""
-    zero = [(v, z3.IntVal(0)) for v in vs]
-    c0 = z3.simplify(z3.substitute(e, *zero)) if zero else z3.simplify(e)
+    if not vs:
+        return simplify(e), {}
+    zero, one = z3.IntVal(0), z3.IntVal(1)
+    ids = [v.get_id() for v in vs]
+    c0 = simplify(substitution([(v, zero) for v in vs])(e))
     coeffs = {}
-    for v in vs:
-        at1 = z3.substitute(e, *[(w, z3.IntVal(1 if w.eq(v) else 0)) for w in vs])
-        c = const_value(z3.simplify(at1 - c0))
+    for v, i in zip(vs, ids):
+        at1 = substitution([(w, one if j == i else zero) for w, j in zip(vs, ids)])(e)
+        c = const_value(simplify(sub(at1, c0)))
         if c is None:
             return None
         if c:
             coeffs[v.decl().name()] = (v, c)
     return c0, coeffs
+
+
+_core = z3.z3core
+_ast_id, _ast_kind = _raw(_core.Z3_get_ast_id), _raw(_core.Z3_get_ast_kind)
+_num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg)
+_app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
+_decl_kind, _get_sort = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_sort)
+_sort_kind, _numeral_string = _raw(_core.Z3_get_sort_kind), _core.Z3_get_numeral_string

@@ -8,7 +8,7 @@ from __future__ import annotations
 import z3
 
 from .order import marked, merge_final
-from .values import SV
+from .values import SV, And, If, Or, ne
 
 FALSE = z3.BoolVal(False)
 
@@ -41,7 +41,7 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                 out[name] = rule(g0, v0, g, v)
                 continue
             if not (g0.eq(g) and v0.eq(v)):
-                m = ck.find(z3.And(g0, g, v0 != v), shape)
+                m = ck.find(And(g0, g, ne(v0, v)), shape)
                 if m is not None:
                     c = pack.conflict(ck, name) if pack is not None and pack.conflict else None
                     label = (c.label if c is not None else "") or name
@@ -51,7 +51,7 @@ def union_tags(ck, xs: list[SV], shape, what: str) -> dict:
                                m, shape, expected={label: v0}, actual={label: v})
                 else:
                     ck.proven(f"{what}: tag {name} agrees")
-            out[name] = (z3.Or(g0, g), z3.If(g0, v0, v))
+            out[name] = (Or(g0, g), If(g0, v0, v))
     return out
 
 

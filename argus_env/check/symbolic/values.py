@@ -49,7 +49,7 @@ class Cov:
 
     def guard(self, cond) -> "Cov":
         """The term restricted to where `cond` holds."""
-        return replace(self, dom=z3.And(cond, self.dom))
+        return replace(self, dom=And(cond, self.dom))
 
 
 @dataclass
@@ -62,7 +62,7 @@ class SV:
     cov: dict[str, list[Cov]] = field(default_factory=dict)
     carried: bool = False     # a loop-carried value (e.g. a prefetched tile)
     frag: str | None = None   # fragment layout policy for thread naming ("mma" for dots)
-    origin: str = ""          # the DSL text that produced it, for messages
+    origin: "str | Text" = ""  # the DSL text that produced it, for messages
     fval: float | None = None  # a compile-time float's value (softmax scales)
     #: a compile-time integer of the generated code (a literal, an `A.const`, arithmetic
     #: on those only): a Python int there, exact, divided with Python's floor
@@ -82,11 +82,251 @@ class SV:
         something of data an element carries, they are none themselves)."""
         guards = [g for n, (g, _) in self.tags.items()
                   if not (n.startswith(FINAL) or n.startswith(SUMS))]
-        return z3.Or(*guards) if guards else z3.BoolVal(False)
+        return Or(*guards) if guards else z3.BoolVal(False)
 
     @property
     def tagged(self) -> bool:
         return bool(self.tags or self.cov)
+
+
+def And(*args) -> z3.BoolRef:
+    """`z3.And`: the same term, made without the Python-side coercion of every argument
+    where each is a formula of one context or a Python bool (the checker's conjunctions,
+    a check's most frequent terms); anything else goes to `z3.And`."""
+    return _junction(args, _mk_and, z3.And)
+
+
+def Or(*args) -> z3.BoolRef:
+    """`z3.Or`, made as `And` is."""
+    return _junction(args, _mk_or, z3.Or)
+
+
+def Not(a) -> z3.BoolRef:
+    """`z3.Not` of a formula (anything else goes to `z3.Not`)."""
+    if isinstance(a, z3.BoolRef):
+        ctx = a.ctx
+        return z3.BoolRef(_mk_not(ctx.ref(), a.as_ast()), ctx)
+    return z3.Not(a)
+
+
+def Implies(a, b) -> z3.BoolRef:
+    """`z3.Implies` of two formulas of one context, made as `And` is."""
+    if isinstance(a, z3.BoolRef) and isinstance(b, z3.BoolRef) and a.ctx is b.ctx:
+        ctx = a.ctx
+        return z3.BoolRef(_mk_implies(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    return z3.Implies(a, b)
+
+
+def _junction(args, mk, slow):
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = args[0]
+    ctx = None
+    for a in args:
+        if isinstance(a, z3.BoolRef):
+            ctx = a.ctx
+            break
+    if ctx is None:  # no formula (only bools, or none at all): z3's own rules
+        return slow(*args)
+    n = len(args)
+    arr, keep = (_Ast * n)(), []
+    for i, a in enumerate(args):
+        if isinstance(a, z3.BoolRef) and a.ctx is ctx:
+            arr[i] = a.as_ast()
+        elif isinstance(a, bool):
+            keep.append(z3.BoolVal(a, ctx))
+            arr[i] = keep[-1].as_ast()
+        else:  # another sort, another context: z3's checks and messages
+            return slow(*args)
+    return z3.BoolRef(mk(ctx.ref(), n, arr), ctx)
+
+
+def ge(a, b) -> z3.BoolRef:
+    """`a >= b` for an integer term `a` and an integer term or Python int `b`: the same
+    term Python's operator makes (the reflected `b <= a` where `b`'s class is a subclass
+    of `a`'s, a numeral's: Python asks it first), made by z3's C API without the
+    Python-side coercion of the operands (a check's index arithmetic is made of these);
+    anything else goes to the operator."""
+    if _reflected(a, b):
+        return le(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_ge(got[0].ref(), got[1], got[2]), got[0]) if got else a >= b
+
+
+def gt(a, b) -> z3.BoolRef:
+    """`a > b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return lt(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_gt(got[0].ref(), got[1], got[2]), got[0]) if got else a > b
+
+
+def le(a, b) -> z3.BoolRef:
+    """`a <= b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return ge(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_le(got[0].ref(), got[1], got[2]), got[0]) if got else a <= b
+
+
+def lt(a, b) -> z3.BoolRef:
+    """`a < b`, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return gt(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_lt(got[0].ref(), got[1], got[2]), got[0]) if got else a < b
+
+
+def eq(a, b) -> z3.BoolRef:
+    """`a == b` of integers, made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return eq(b, a)
+    got = _ints(a, b)
+    return z3.BoolRef(_mk_eq(got[0].ref(), got[1], got[2]), got[0]) if got else a == b
+
+
+def ne(a, b) -> z3.BoolRef:
+    """`a != b` of integers (z3's `distinct`), made as `ge` makes `a >= b`."""
+    if _reflected(a, b):
+        return ne(b, a)
+    got = _ints(a, b)
+    if not got:
+        return a != b
+    args = (_Ast * 2)(got[1], got[2])
+    return z3.BoolRef(_mk_distinct(got[0].ref(), 2, args), got[0])
+
+
+def If(c, a, b):
+    """`z3.If(c, a, b)` of a formula and two formulas or two integer terms of its
+    context: the same term, made by z3's C API (a branch's and an elementwise choice's
+    every tag is one); anything else goes to `z3.If`."""
+    if isinstance(c, z3.BoolRef) and isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef):
+        ctx = c.ctx
+        if a.ctx is ctx and b.ctx is ctx:
+            ref = ctx.ref()
+            x, y = a.as_ast(), b.as_ast()
+            kind = _sort_kind(ref, _get_sort(ref, x))
+            if kind in (z3.Z3_BOOL_SORT, z3.Z3_INT_SORT) and \
+                    kind == _sort_kind(ref, _get_sort(ref, y)):
+                ast = _mk_ite(ref, c.as_ast(), x, y)
+                if kind == z3.Z3_BOOL_SORT:
+                    return z3.BoolRef(ast, ctx)
+                if _ast_kind(ref, ast) == z3.Z3_NUMERAL_AST:
+                    return z3.IntNumRef(ast, ctx)
+                return z3.ArithRef(ast, ctx)
+    return z3.If(c, a, b)
+
+
+def _reflected(a, b) -> bool:
+    """Python makes `a op b` with `b`'s reflected comparison when `b`'s class is a proper
+    subclass of `a`'s (a numeral against a term)."""
+    return type(b) is not type(a) and isinstance(b, type(a))
+
+
+def add(a, b) -> z3.ArithRef:
+    """`a + b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_add, got) if got else a + b
+
+
+def sub(a, b) -> z3.ArithRef:
+    """`a - b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_sub, got) if got else a - b
+
+
+def mul(a, b) -> z3.ArithRef:
+    """`a * b` of integers, made as `ge` makes `a >= b`."""
+    got = _ints(a, b)
+    return _arith(_mk_mul, got) if got else a * b
+
+
+def _ints(a, b) -> tuple | None:
+    """(context, a's pointer, b's pointer) where `a` is an integer term and `b` one of its
+    context or a Python int (made the integer numeral z3's operator would make), else
+    None: z3's own operator, with its coercions and its errors."""
+    if not isinstance(a, z3.ArithRef):
+        return None
+    ctx = a.ctx
+    ref = ctx.ref()
+    x = a.as_ast()
+    if _sort_kind(ref, _get_sort(ref, x)) != z3.Z3_INT_SORT:
+        return None
+    if type(b) is int:
+        y = int_val(b, ctx).as_ast()
+    elif isinstance(b, z3.ArithRef) and b.ctx is ctx:
+        y = b.as_ast()
+        if _sort_kind(ref, _get_sort(ref, y)) != z3.Z3_INT_SORT:
+            return None
+    else:
+        return None
+    return ctx, x, y
+
+
+def _arith(mk, got) -> z3.ArithRef:
+    ctx, x, y = got
+    args = (_Ast * 2)(x, y)
+    ast = mk(ctx.ref(), 2, args)
+    # as z3's operator wraps it (`_to_expr_ref`): a numeral is an `IntNumRef`
+    if _ast_kind(ctx.ref(), ast) == z3.Z3_NUMERAL_AST:
+        return z3.IntNumRef(ast, ctx)
+    return z3.ArithRef(ast, ctx)
+
+
+def int_val(v: int, ctx=None) -> z3.IntNumRef:
+    """`z3.IntVal(v, ctx)`; the global context's small numerals are made once."""
+    if ctx is None or ctx is _MAIN:
+        hit = _NUMERALS.get(v)
+        if hit is None:
+            hit = z3.IntVal(v)
+            if -4096 <= v <= 4096:
+                _NUMERALS[v] = hit
+        return hit
+    return z3.IntVal(v, ctx)
+
+
+_NUMERALS: dict[int, z3.IntNumRef] = {}  # small integer numerals of the global context
+
+
+def int_var(name: str) -> z3.ArithRef:
+    """`z3.Int(name)` of the global context, made by z3's C API (a check makes hundreds:
+    every variable and each of its copies for a two-instance query)."""
+    ref = _MAIN.ref()
+    return z3.ArithRef(_mk_const(ref, _mk_symbol(ref, name), _INT.ast), _MAIN)
+
+
+def is_int(e) -> bool:
+    """`z3.is_int(e)`: an integer-sorted expression, without a sort object per call."""
+    if not isinstance(e, z3.ArithRef):
+        return False
+    ctx = e.ctx.ref()
+    return _sort_kind(ctx, _get_sort(ctx, e.as_ast())) == z3.Z3_INT_SORT
+
+
+class Text:
+    """The DSL text of an IR expression, printed when it is first read (`str`): a value's
+    `origin` is made at every assignment and read by no rule, only by a message."""
+
+    __slots__ = ("_print", "_expr", "_text")
+
+    def __init__(self, print_, expr):
+        self._print, self._expr, self._text = print_, expr, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = self._print(self._expr)
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __eq__(self, other) -> bool:
+        return str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
 
 
 def subst(e, pairs):
@@ -115,7 +355,13 @@ def substitution(pairs):
         if not isinstance(e, z3.ExprRef):
             return z3.substitute(e, *pairs)
         ctx = e.ctx
-        return _to_expr_ref(_substitute(ctx.ref(), e.as_ast(), n, src, dst), ctx)
+        a = e.as_ast()
+        out = _substitute(ctx.ref(), a, n, src, dst)
+        if out.value == a.value:  # none of the variables: the same term
+            return e
+        if type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
+            return z3.BoolRef(out, ctx)
+        return _to_expr_ref(out, ctx)
     apply.pairs = pairs  # keeps the terms of the arrays alive
     return apply
 
@@ -126,10 +372,10 @@ def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
         if hit is None:
             if len(_RANGES) > 256:
                 _RANGES.clear()
-            hit = _RANGES[shape] = [z3.And(AXES[i] >= 0, AXES[i] < n)
+            hit = _RANGES[shape] = [And(AXES[i] >= 0, AXES[i] < n)
                                     for i, n in enumerate(shape)]
         return list(hit)
-    return [z3.And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
+    return [And(axes[i] >= 0, axes[i] < n) for i, n in enumerate(shape)]
 
 
 #: shape -> the ranges of `AXES` over it: immutable terms of module constants (z3 makes
@@ -161,6 +407,28 @@ def move_axes(v: SV, mapping: dict[int, int], shape: tuple[int, ...]) -> SV:
 
 
 _FREE: dict[int, tuple] = {}  # expr id -> (expr, names of its variables); keeps ids valid
+_SIMPLE: dict[int, tuple] = {}  # expr id -> (expr, z3.simplify of it): `simplify`
+
+
+def simplify(e):
+    """`z3.simplify(e)`, once per term of the global context in one check (the checker's
+    rules simplify the same scalars and conditions again and again: a loop's body is run
+    twice, an operand is read by every op that uses it). Each entry keeps its term alive,
+    so that its id is not reused; `forget` empties the memo when a check starts."""
+    if e.ctx is not _MAIN:
+        return z3.simplify(e)
+    key = e.get_id()
+    hit = _SIMPLE.get(key)
+    if hit is None:
+        if len(_SIMPLE) > 100_000:
+            _SIMPLE.clear()
+        hit = _SIMPLE[key] = (e, z3.simplify(e))
+    return hit[1]
+
+
+def forget() -> None:
+    """Empty the memo of `simplify` (a check starts: its memo is its own)."""
+    _SIMPLE.clear()
 
 
 def free_names(e) -> frozenset:
@@ -213,6 +481,16 @@ _num_args, _app_arg = _raw(_core.Z3_get_app_num_args), _raw(_core.Z3_get_app_arg
 _app_decl, _decl_name = _raw(_core.Z3_get_app_decl), _raw(_core.Z3_get_decl_name)
 _decl_kind, _quantifier_body = _raw(_core.Z3_get_decl_kind), _raw(_core.Z3_get_quantifier_body)
 _substitute, _Ast, _to_expr_ref = _core.Z3_substitute, z3.z3.Ast, z3.z3._to_expr_ref
+_mk_and, _mk_or, _mk_not = _core.Z3_mk_and, _core.Z3_mk_or, _core.Z3_mk_not
+_mk_implies = _core.Z3_mk_implies
+_mk_const, _mk_symbol = _core.Z3_mk_const, _core.Z3_mk_string_symbol
+_mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le, _core.Z3_mk_lt
+_mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
+_mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
+_get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
+_model_eval, _numeral_string = _core.Z3_model_eval, _core.Z3_get_numeral_string
+_MAIN = z3.main_ctx()
+_INT = z3.IntSort(_MAIN)
 
 
 def depends_on(e, var) -> bool:
@@ -220,7 +498,7 @@ def depends_on(e, var) -> bool:
     if e is None:
         return False
     name = var.decl().name()
-    return name in free_names(e) and name in free_names(z3.simplify(e))
+    return name in free_names(e) and name in free_names(simplify(e))
 
 
 def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
@@ -229,25 +507,56 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     a, b = align(a, shape), align(b, shape)
     val = None
     if a.val is not None and b.val is not None and a.val.sort() == b.val.sort():
-        val = z3.If(cond, a.val, b.val)
+        val = If(cond, a.val, b.val)
     tags = {}
     for n in dict.fromkeys([*a.tags, *b.tags]):  # in order, not a set's (string hashing)
         ga, va = a.tags.get(n, (z3.BoolVal(False), None))
         gb, vb = b.tags.get(n, (z3.BoolVal(False), None))
-        value = va if vb is None else vb if va is None else z3.If(cond, va, vb)
-        tags[n] = (z3.If(cond, ga, gb), value)
+        value = va if vb is None else vb if va is None else If(cond, va, vb)
+        tags[n] = (If(cond, ga, gb), value)
     cov = {}
     for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
-        cov[n] += [t.guard(z3.Not(cond)) for t in b.cov.get(n, [])]
+        cov[n] += [t.guard(Not(cond)) for t in b.cov.get(n, [])]
     return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin,
               wide=a.wide or b.wide)
 
 
 def evaluate(model, e):
-    """`e` evaluated in `model` as a Python int or bool, or None."""
+    """`e` evaluated in `model` as a Python int or bool, or None. (`model.eval` with model
+    completion, its value read through z3's C accessors: a violation's report and a
+    counterexample's routing evaluate hundreds of terms.)"""
     if e is None or isinstance(e, (int, bool)):
         return e
+    if not isinstance(e, z3.ExprRef) or not isinstance(model, z3.ModelRef) or \
+            e.ctx is not model.ctx:
+        return _evaluate(model, e)
+    ctx = model.ctx
+    out = (_Ast * 1)()
+    try:
+        ok = _model_eval(ctx.ref(), model.model, e.as_ast(), True, out)
+    except z3.Z3Exception:  # another context's term, say
+        return None
+    if not ok:
+        return None
+    r = z3.AstRef(out[0], ctx)  # held (a reference counted) while it is read
+    ref, a = ctx.ref(), r.as_ast()
+    kind = _ast_kind(ref, a)
+    if kind == z3.Z3_NUMERAL_AST:
+        if _sort_kind(ref, _get_sort(ref, a)) == z3.Z3_INT_SORT:
+            return int(_numeral_string(ref, a))
+        return None
+    if kind == z3.Z3_APP_AST and _num_args(ref, a) == 0:
+        op = _decl_kind(ref, _app_decl(ref, a))
+        if op == z3.Z3_OP_TRUE:
+            return True
+        if op == z3.Z3_OP_FALSE:
+            return False
+    return None
+
+
+def _evaluate(model, e):
+    """`evaluate` by z3's Python API, for anything but a term and a model."""
     try:
         r = model.eval(e, model_completion=True)
     except z3.Z3Exception:

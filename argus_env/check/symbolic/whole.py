@@ -33,7 +33,8 @@ import z3
 from . import tiles
 from .coverage import affine_index, exactly_once, unique
 from .solver import affine, const_value, interval
-from .values import AXES, Cov, axis_ranges, depends_on, evaluate, free_names
+from .values import (AXES, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names)
 
 
 # ---------------------------------------------------------------- writes
@@ -78,7 +79,7 @@ def _differ(ck, w, c1, c2) -> z3.BoolRef:
             parts.append(c1(v) != c2(v))
             inst = [x for x in inst if not (x.eq(t) or x.eq(pid))]
     parts += [c1(v) != c2(v) for v in inst]
-    return z3.Or(*parts) if parts else z3.BoolVal(False)
+    return Or(*parts) if parts else z3.BoolVal(False)
 
 
 def _instance_vars(w) -> list:
@@ -116,7 +117,7 @@ def block_form(ck, w):
         bases.append(found[0])
         blocks.append(found[1])
         axes.append(found[2])
-    misaligned = z3.Or(*[b % n != 0 for b, n in zip(bases, blocks)])
+    misaligned = Or(*[b % n != 0 for b, n in zip(bases, blocks)])
     w._block = None if ck.solve(w.path + [misaligned], decide=True) is not None \
         else (bases, blocks)
     w._axes = axes  # the tile axis of each coordinate (None: a scalar index)
@@ -125,23 +126,29 @@ def block_form(ck, w):
 
 def _through_data(e, v) -> bool:
     """Whether variable `v` occurs in `e` and only inside arguments of uninterpreted
-    functions (integer data loaded from memory)."""
-    seen, todo, inside = set(), [(e, False)], False
+    functions (integer data loaded from memory). The walk reads the terms through z3's C
+    accessors (no Python object per subterm)."""
+    ref = e.ctx.ref()
+    vid = v.get_id()
+    seen, todo, inside = set(), [(e.as_ast(), False)], False
     while todo:
-        x, under = todo.pop()
-        if (x.get_id(), under) in seen:
+        a, under = todo.pop()
+        key = (_ast_id(ref, a), under)
+        if key in seen:
             continue
-        seen.add((x.get_id(), under))
-        if z3.is_const(x):
-            if x.eq(v):
+        seen.add(key)
+        kind = _ast_kind(ref, a)
+        if kind != z3.Z3_APP_AST and kind != z3.Z3_NUMERAL_AST:
+            return False  # a quantifier or a bound variable: not judged here
+        n = _num_args(ref, a)
+        if not n:  # a constant
+            if key[0] == vid:
                 if not under:
                     return False
                 inside = True
             continue
-        if not z3.is_app(x):
-            return False  # a quantifier or a bound variable: not judged here
-        data = x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0
-        todo.extend((c, under or data) for c in x.children())
+        data = _decl_kind(ref, _app_decl(ref, a)) == z3.Z3_OP_UNINTERPRETED
+        todo.extend((_app_arg(ref, a, i), under or data) for i in range(n))
     return inside
 
 
@@ -193,7 +200,7 @@ def _two_writes(ck, w, w2) -> tuple[list, object, object]:
         diffs = [c1(p) != c2(p) for p in ck.pids] + \
             [c1(v) != c2(v) for v in _instance_vars(w)] + \
             [c1(AXES[i]) != c2(AXES[i]) for i in range(len(w.shape))]
-        distinct = z3.Or(*diffs) if diffs else z3.BoolVal(False)
+        distinct = Or(*diffs) if diffs else z3.BoolVal(False)
     cons = [c1(p) for p in w.path] + [c2(p) for p in w2.path]
     cons += [c1(r) for r in axis_ranges(w.shape)] + [c2(r) for r in axis_ranges(w2.shape)]
     cons += [c1(w.live), c2(w2.live), distinct]
@@ -294,7 +301,7 @@ def _bijection_for_all(ck, tensor: str, ws: list) -> None:
             [c == y for c, y in zip(w.coords, ys)]
         # no grid-stride link: its linear index stands for its (program id, iteration)
         # pairs one-to-one, so a value of it in range is an instance
-        body = z3.substitute(z3.And(*hit), *pairs) if pairs else z3.And(*hit)
+        body = z3.substitute(And(*hit), *pairs) if pairs else And(*hit)
         names = free_names(body)
         rest = [v for v in rest if v.decl().name() in names]
         covered.append(z3.Exists(rest, body) if rest else body)
@@ -302,8 +309,8 @@ def _bijection_for_all(ck, tensor: str, ws: list) -> None:
         ck.undecided(f"every element of `{tensor}` written (bijection, all sizes)",
                      "no write is of aligned tiles")
         return
-    inside = [z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)]
-    m = ck.solve(ck.base_sizes + inside + [z3.Not(z3.Or(*covered))],
+    inside = [And(y >= 0, y < n) for y, n in zip(ys, sizes)]
+    m = ck.solve(ck.base_sizes + inside + [Not(Or(*covered))],
                  f"every element of `{tensor}` written (all sizes)")
     if m is None:
         if not any(o.what.startswith(f"every element of `{tensor}`") for o in ck.report.undecided):
@@ -392,15 +399,15 @@ def _counted_for_all(ck, ws, sizes) -> str | None:
             not unsat(ck.base_sizes + [count != tiles], "as many instances as tiles"):
         return None
     path = w0.path
-    outside = z3.Or(*[z3.Or(o < 0, o >= n) for o, n in zip(origin, sizes)])
+    outside = Or(*[Or(o < 0, o >= n) for o, n in zip(origin, sizes)])
     if not unsat(path + [outside], "every tile origin inside the tensor"):
         return None
     if len(ws) > 1 or lo != [0] * len(lo):
-        misaligned = z3.Or(*[o % b != 0 for o, b in zip(origin, coarse) if b > 1])
+        misaligned = Or(*[o % b != 0 for o, b in zip(origin, coarse) if b > 1])
         if not unsat(path + [misaligned], "tile origins aligned"):
             return None
     c2 = ck.vars.copier("~c", kinds=("pid", "iter", "lane", "point"))
-    differ = z3.Or(*[c2(u[0]) != u[0] for u in mine]) if mine else z3.BoolVal(False)
+    differ = Or(*[c2(u[0]) != u[0] for u in mine]) if mine else z3.BoolVal(False)
     injective = unsat(path + [c2(p) for p in path] + [differ] +
                       [o == c2(o) for o in origin], "distinct tiles per instance")
     if not injective:
@@ -413,15 +420,15 @@ def _counted_for_all(ck, ws, sizes) -> str | None:
             # names (the query of `_tile_pins`: equal origins, the same values of them)
             w._pins = [u[0] for u in mine]
     zs = [ck.vars.fresh(f"z{d}", "point", 0, b) for d, b in enumerate(coarse)]
-    inside = [z3.And(z >= 0, z < b) for z, b in zip(zs, coarse)]
+    inside = [And(z >= 0, z < b) for z, b in zip(zs, coarse)]
     inside += [o + z < n for o, z, n in zip(origin, zs, sizes)]
     held = []
     for w, off in zip(ws, offsets):
         at = [z - (o - l) for z, o, l in zip(zs, off, lo)]
         pairs = [(AXES[a], x) for a, x in zip(w._axes, at) if a is not None]
         live = z3.substitute(w.live, *pairs) if pairs else w.live
-        held.append(z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(at, w._block[1])], live))
-    if not unsat(path + inside + [z3.Not(z3.Or(*held))], "every element of a tile written"):
+        held.append(And(*[And(x >= 0, x < n) for x, n in zip(at, w._block[1])], live))
+    if not unsat(path + inside + [Not(Or(*held))], "every element of a tile written"):
         return None
     # coarse tiles of distinct origins are disjoint (aligned to B'), and within one the
     # writes' boxes [o_k - o, o_k - o + B_k) are apart: then two writes share no element
@@ -459,7 +466,7 @@ def _units_for_all(ck, w) -> list | None:
         start, stop, step = (const_value(x) for x in (f.start, f.stop, f.step))
         if None in (start, stop, step) or step <= 0:
             return None
-        allowed.append(z3.And(f.var >= 0, f.start + f.var * f.step < f.stop))
+        allowed.append(And(f.var >= 0, f.start + f.var * f.step < f.stop))
         units.append((f.var, z3.IntVal(max(0, -(-(stop - start) // step))),
                       frozenset([f.var.decl().name()])))
     for i, (pid, g) in enumerate(zip(ck.pids, ck.grid_terms)):
@@ -546,8 +553,8 @@ def _by_origins(ck, ws, sizes) -> tuple[str | None, tuple | None]:
     if missing is not None:
         return "refuted", missing
     for w in ws:  # every tile is some instance's: an element is lost only to a mask
-        inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
-        if ck.solve(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)],
+        inb = And(*[And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
+        if ck.solve(w.path + axis_ranges(w.shape) + [inb, Not(w.live)],
                     decide=True) is not None:
             return None, None
     return "proven", None
@@ -604,8 +611,8 @@ def _distinct_elements(ck, ws, sizes) -> bool:
         return False
 
     for w in ws:
-        outside = z3.Or(*[z3.Or(c < 0, c >= n) for c, n in zip(w.coords, sizes)])
-        if not unsat(w.path + axis_ranges(w.shape) + [z3.Or(z3.Not(w.live), outside)]):
+        outside = Or(*[Or(c < 0, c >= n) for c, n in zip(w.coords, sizes)])
+        if not unsat(w.path + axis_ranges(w.shape) + [Or(Not(w.live), outside)]):
             return False
     pairs = []
     for i, w in enumerate(ws):
@@ -641,9 +648,9 @@ def _covered(ck, ws, sizes) -> tuple[str, tuple | None]:
         body += ck._links(frozenset().union(*[free_names(c) for c in hit]))
         mine = {str(y) for y in ys}
         names = sorted(frozenset().union(*[free_names(c) for c in body]) - mine)
-        cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
-                     else z3.And(*body))
-    r, m = ck.ask([*[z3.And(y >= 0, y < n) for y, n in zip(ys, sizes)], z3.Not(z3.Or(*cases))],
+        cases.append(z3.Exists([z3.Int(n) for n in names], And(*body)) if names
+                     else And(*body))
+    r, m = ck.ask([*[And(y >= 0, y < n) for y, n in zip(ys, sizes)], Not(Or(*cases))],
                   f"every element of `{ws[0].tensor}` written")
     if r == z3.unsat:
         return "proven", None
@@ -681,13 +688,13 @@ def _count_tiles(ck, tensor, ws, sizes, candidates):
         # two writes' tile origins enumerated apart on integers (`_apart`) need no query
         injective = injective and inj and all(_apart(ck, w, w2) or _disjoint(ck, w, w2)
                                               for w2 in ws[i + 1:])
-        inb = z3.And(*[z3.And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
-        h = ck.solve_real(w.path + axis_ranges(w.shape) + [inb, z3.Not(w.live)])
+        inb = And(*[And(x >= 0, x < n) for x, n in zip(w.coords, sizes)])
+        h = ck.solve_real(w.path + axis_ranges(w.shape) + [inb, Not(w.live)])
         if h is not None and hole is None:
             hole = (h, w, tuple(evaluate(h, x) for x in w.coords))
             candidates.append(hole[2])
         bases = w._block[0]
-        outside = outside or ck.solve(w.path + [z3.Or(*[z3.Or(b < 0, b >= n)
+        outside = outside or ck.solve(w.path + [Or(*[Or(b < 0, b >= n)
                                                         for b, n in zip(bases, sizes)])],
                                       decide=True)
     if hole is not None and injective:
@@ -722,7 +729,7 @@ def _instances(ck, w, guarded: bool = True) -> tuple[int | None, bool]:
     path = w.path if guarded else unguarded(w)
     if injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
-        differ = z3.Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
+        differ = Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
         before = len(ck.report.undecided)
         injective = ck.solve([c1(p) for p in path] + [c2(p) for p in path] + [differ] +
                              [c1(b) == c2(b) for b in bases], decide=True) is None
@@ -800,10 +807,10 @@ def _store_coverage(ck, w, ws, name: str, lo: int, hi: int) -> None:
         for orig, twin in c.pairs:
             defaults[twin.get_id()] = orig
         bound = tuple(twin for _, twin in c.pairs)
-        glue = z3.And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
+        glue = And(*[c(p) for p in w2.path], *[c(r) for r in axis_ranges(w2.shape)],
                       c(w2.live), *[c(a) == b for a, b in zip(w2.coords, w.coords)],
                       *([c(v) == v for v in _tile_pins(ck, w)] if w2 is w else []))
-        mine = [Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), z3.And(glue, c(t.dom)),
+        mine = [Cov(tuple(unique([c(b) for b in t.bound] + list(bound))), And(glue, c(t.dom)),
                     c(t.idx), t.kind, tuple((c(v), c(e)) for v, e in t.defaults))
                 for t in w2.value.cov.get(name, [])]
         if any(not affine_index(t) for t in mine):
@@ -883,7 +890,7 @@ def _tile_pins(ck, w) -> list:
     if mine:
         c1, c2 = ck.vars.copier("~p1"), ck.vars.copier("~p2")
         same = [c1(b) == c2(b) for b in bases]
-        differ = z3.Or(*[c1(v) != c2(v) for v in mine])
+        differ = Or(*[c1(v) != c2(v) for v in mine])
         if ck.solve([c1(p) for p in w.path] + [c2(p) for p in w.path] + same + [differ],
                     "a tile origin names one instance", decide=True) is None:
             w._pins = mine
@@ -976,20 +983,20 @@ def every_point_written(ck, ws, extents, required, extra=()):
             body += ck._links(frozenset().union(*[free_names(c) for c in body]))
             names = sorted(frozenset().union(*[free_names(c) for c in body]) -
                            {str(y) for y in ys})
-            cases.append(z3.Exists([z3.Int(n) for n in names], z3.And(*body)) if names
-                         else z3.And(*body))
-        box = [z3.And(y >= 0, y < n) for y, n in zip(ys, extents)]
+            cases.append(z3.Exists([z3.Int(n) for n in names], And(*body)) if names
+                         else And(*body))
+        box = [And(y >= 0, y < n) for y, n in zip(ys, extents)]
         before = len(ck.report.undecided)
-        m = ck.solve_real(box + [required(ys), z3.Not(z3.Or(*cases))] + extra,
+        m = ck.solve_real(box + [required(ys), Not(Or(*cases))] + extra,
                           f"every required point of `{ws[0].tensor}` reached ({why})")
         if m is not None:
             return "missing", m, ys
         if len(ck.report.undecided) > before:
             return "undecided", None, why
     for w in ws:
-        inbox = [z3.And(c >= 0, c < n) for c, n in zip(w.coords, extents)]
+        inbox = [And(c >= 0, c < n) for c, n in zip(w.coords, extents)]
         m = ck.solve_real(unguarded(w) + axis_ranges(w.shape) + inbox +
-                          [required(w.coords), z3.Not(z3.And(*guards(w), w.live))] + extra)
+                          [required(w.coords), Not(And(*guards(w), w.live))] + extra)
         if m is not None:
             return "dropped", m, w
     return "proven", None, None
@@ -1018,7 +1025,7 @@ def _tiles_cover(ck, ws, extents, required, extra):
     if units is None:
         return None, None, "its loops are not over tiles"
     path = unguarded(w)
-    if ck.solve(path + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])],
+    if ck.solve(path + [Or(*[Or(b < 0, b >= n) for b, n in zip(bases, extents)])],
                 decide=True) is not None:
         return None, None, "a tile origin outside the tensor"
     if not _one_to_one(ck, path, units, bases):
@@ -1033,10 +1040,10 @@ def _tiles_cover(ck, ws, extents, required, extra):
     if any({pid.decl().name(), t.decl().name()} & free_names(b) for b in bases):
         return None, None, f"{count} unit values for {tiles} tiles"  # not a function of v
     ext = _without_loop(ck, w, path, v) + [v >= 0, v < tiles]
-    if ck.solve(ext + [z3.Or(*[z3.Or(b < 0, b >= n) for b, n in zip(bases, extents)])],
+    if ck.solve(ext + [Or(*[Or(b < 0, b >= n) for b, n in zip(bases, extents)])],
                 decide=True) is not None or not _one_to_one(ck, ext, units, bases):
         return None, None, f"{count} unit values for {tiles} tiles"
-    m = ck.solve_real(ext + axis_ranges(w.shape) + [z3.Or(v < lo, v >= hi), required(w.coords)]
+    m = ck.solve_real(ext + axis_ranges(w.shape) + [Or(v < lo, v >= hi), required(w.coords)]
                       + extra)
     return ("missing", m, w.coords) if m is not None else ("proven", None, None)
 
@@ -1093,10 +1100,10 @@ def _one_to_one(ck, path, units, bases) -> bool:
     value, not a variable) equal values equal origins."""
     c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
     both = [c1(p) for p in path] + [c2(p) for p in path]
-    same_units = z3.And(*[c1(u) == c2(u) for u, _, _, _ in units]) if units else z3.BoolVal(True)
-    same_bases = z3.And(*[c1(b) == c2(b) for b in bases])
-    if ck.solve(both + [z3.Not(same_units), same_bases], decide=True) is not None:
+    same_units = And(*[c1(u) == c2(u) for u, _, _, _ in units]) if units else z3.BoolVal(True)
+    same_bases = And(*[c1(b) == c2(b) for b in bases])
+    if ck.solve(both + [Not(same_units), same_bases], decide=True) is not None:
         return False
     if any(kind == "dense" for _, _, kind, _ in units):
-        return ck.solve(both + [same_units, z3.Not(same_bases)], decide=True) is None
+        return ck.solve(both + [same_units, Not(same_bases)], decide=True) is None
     return True
