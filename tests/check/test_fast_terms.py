@@ -224,3 +224,20 @@ def test_through_data_walks_as_the_python_api_did():
               z3.If(z3.Exists([Y], Y > X), f(X), 1)):
         for v in (X, Y, p):
             assert _through_data(t, v) == _through_data_by_python_api(t, v), (t, v)
+
+
+def test_a_copier_renames_as_a_substitution_of_every_twin():
+    """`Vars.copier` registers a twin for every variable of its kinds, in order, and makes
+    a twin's term only where a renamed term has it: the same term as substituting them
+    all, and `pairs` all of them."""
+    vs = Vars()
+    i, j = vs.fresh("pid0", "pid", 0, 8), vs.fresh("lane", "lane", 0, 4)
+    n = vs.fresh("size", "size", 1, 9)  # not of the kinds: not renamed
+    copy = vs.copier("~1")
+    assert [name for name, v in vs.vars.items() if v.twin] == [
+        f"{v}~1.3" for v in ("pid0!0", "lane!1")]
+    everything = [(i, z3.Int("pid0!0~1.3")), (j, z3.Int("lane!1~1.3"))]
+    for e in (i + j * n, n + 1, i > 2, z3.And(j == 1, i < n), z3.IntVal(4)):
+        assert _same(copy(e), z3.substitute(e, *everything)), e
+    assert copy(None) is None
+    assert all(a.eq(b) and c.eq(d) for (a, c), (b, d) in zip(copy.pairs, everything))

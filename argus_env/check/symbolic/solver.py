@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import AXES, _raw, int_var, simplify, sub, substitution
+from .values import AXES, _raw, free_names, int_var, simplify, sub, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -28,6 +28,50 @@ class Var:
     lo: int | None = 0
     hi: int | None = None
     twin: bool = False          # a copy made for a two-instance query
+
+
+class _Twin(Var):
+    """A copier's variable: its z3 term is made when first read (`Vars.copier` registers
+    one for every variable of its kinds, and a query reads a few)."""
+
+    def __init__(self, name: str, kind: str, lo: int | None, hi: int | None):
+        self.name, self.kind, self.lo, self.hi, self.twin = name, kind, lo, hi, True
+        self._expr = None
+
+    @property
+    def expr(self) -> z3.ArithRef:
+        if self._expr is None:
+            self._expr = int_var(self.name)
+        return self._expr
+
+
+class _Copy:
+    """The renaming of `Vars.copier`: each variable of its kinds to its twin, in a term
+    (a substitution of the twins of the variables the term has: the same term as one of
+    all of them); `pairs`, every (variable, twin)."""
+
+    def __init__(self, twins: dict):
+        self._twins = twins               # variable's name -> (its Var, its twin's)
+        self._names = frozenset(twins)
+        self._subs: dict = {}             # names renamed -> their substitution
+
+    def __call__(self, e):
+        if e is None:
+            return None
+        if not isinstance(e, z3.ExprRef):
+            return z3.substitute(e, *self.pairs)
+        mine = free_names(e) & self._names
+        if not mine:
+            return e
+        sub = self._subs.get(mine)
+        if sub is None:
+            sub = self._subs[mine] = substitution(
+                [(self._twins[n][0].expr, self._twins[n][1].expr) for n in sorted(mine)])
+        return sub(e)
+
+    @property
+    def pairs(self) -> list:
+        return [(v.expr, twin.expr) for v, twin in self._twins.values()]
 
 
 @dataclass
@@ -56,18 +100,17 @@ class Vars:
         return {n: (v.lo, v.hi) for n, v in self.vars.items()}
 
     def copier(self, suffix: str, kinds=("pid", "iter", "axis", "lane", "point")):
-        """A function renaming every variable of `kinds` to a fresh twin (same range)."""
-        pairs = []
+        """A function renaming every variable of `kinds` to a fresh twin (same range);
+        its `pairs`, every (variable, twin). Every twin is registered here, in order; its
+        term is made where a renamed term has it (`_Twin`)."""
+        twins = {}
         suffix = f"{suffix}.{next(self.counter)}"
         for name, v in list(self.vars.items()):
             if v.kind in kinds and not v.twin:
-                twin = int_var(f"{name}{suffix}")
-                self.vars[f"{name}{suffix}"] = Var(twin, v.kind, v.lo, v.hi, True)
-                pairs.append((v.expr, twin))
-
-        copy = substitution(pairs)
-        copy.pairs = pairs
-        return copy
+                twin = self.vars[f"{name}{suffix}"] = _Twin(f"{name}{suffix}", v.kind, v.lo,
+                                                           v.hi)
+                twins[name] = (v, twin)
+        return _Copy(twins)
 
 
 def const_value(e) -> int | None:
