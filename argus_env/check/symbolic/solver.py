@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from .values import AXES, _raw, free_names, int_var, simplify, sub, substitution
+from .values import AXES, _free, _raw, free_names, int_var, simplify, sub, substitution
 
 MAX_EXPAND = 64  # largest divisor range expanded into cases
 
@@ -330,6 +330,55 @@ def affine(e: z3.ArithRef, vs: list[z3.ArithRef]) -> tuple[int, dict] | None:
         if c:
             coeffs[v.decl().name()] = (v, c)
     return c0, coeffs
+
+
+def linear(e: z3.ExprRef, names) -> dict | None:
+    """The coefficients of the variables called `names` in `e`, read off its syntax: `e`
+    is sum(k_v * v) + r where r has none of them, through sums, differences, negations
+    and products by integer numerals: {name: k} (k nonzero), or None where one of them
+    occurs any other way (under a division, a remainder, a product of two such terms, a
+    choice, a function). Exact: no simplifier, no guess."""
+    ref = e.ctx.ref()
+    names = frozenset(names)
+    out: dict = {}
+
+    def has(a) -> bool:
+        return bool(_free(ref, e.ctx, a, e) & names)
+
+    def walk(a, scale: int) -> bool:
+        if not has(a):
+            return True  # part of r
+        if _ast_kind(ref, a) != z3.Z3_APP_AST:
+            return False
+        n = _num_args(ref, a)
+        if n == 0:  # one of the variables
+            name = z3.z3._symbol2py(e.ctx, _decl_name(ref, _app_decl(ref, a)))
+            out[name] = out.get(name, 0) + scale
+            return True
+        op = _decl_kind(ref, _app_decl(ref, a))
+        args = [_app_arg(ref, a, i) for i in range(n)]
+        if op == z3.Z3_OP_ADD:
+            return all(walk(x, scale) for x in args)
+        if op == z3.Z3_OP_SUB:
+            return walk(args[0], scale) and all(walk(x, -scale) for x in args[1:])
+        if op == z3.Z3_OP_UMINUS:
+            return walk(args[0], -scale)
+        if op == z3.Z3_OP_MUL:
+            factor, term = 1, None
+            for x in args:
+                if _ast_kind(ref, x) == z3.Z3_NUMERAL_AST and \
+                        _sort_kind(ref, _get_sort(ref, x)) == z3.Z3_INT_SORT:
+                    factor *= int(_numeral_string(ref, x))
+                elif term is None and has(x):
+                    term = x
+                else:
+                    return False  # a product of two terms, or by a non-numeral
+            return term is not None and walk(term, scale * factor)
+        return False
+
+    if not walk(e.as_ast(), 1):
+        return None
+    return {k: v for k, v in out.items() if v}
 
 
 _core = z3.z3core

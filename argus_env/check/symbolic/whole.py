@@ -32,7 +32,7 @@ import z3
 
 from . import tiles
 from .coverage import affine_index, exactly_once, unique
-from .solver import affine, const_value, interval
+from .solver import affine, const_value, interval, linear
 from .values import (AXES, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
                      _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names)
 
@@ -72,14 +72,43 @@ def check_writes(ck) -> None:
 def _differ(ck, w, c1, c2) -> z3.BoolRef:
     """Two copies of write `w`'s instance are different instances: some program id or
     loop iteration differs (for a grid-stride loop, its linear index v = pid + t*step)."""
+    parts = [c1(v) != c2(v) for v in _differ_vars(ck, w)]
+    return Or(*parts) if parts else z3.BoolVal(False)
+
+
+def _differ_vars(ck, w) -> list:
+    """The variables `_differ` compares: the program ids and loop iterations of `w`'s
+    instance, a grid-stride loop's linear index for its program id and iteration."""
     inst = list(ck.pids) + _instance_vars(w)
-    parts = []
+    out = []
     for pid, t, v, _, _ in ck.linear:
         if any(t.eq(x) for x in inst):
-            parts.append(c1(v) != c2(v))
+            out.append(v)
             inst = [x for x in inst if not (x.eq(t) or x.eq(pid))]
-    parts += [c1(v) != c2(v) for v in inst]
-    return Or(*parts) if parts else z3.BoolVal(False)
+    return out + inst
+
+
+#: the kinds of variables a two-instance query copies (`Vars.copier`)
+_COPIED = ("pid", "iter", "lane", "point")
+
+
+def _pinned(ck, bases, vs, kinds=_COPIED) -> bool:
+    """Whether two instances with equal tile origins `bases` agree on every variable of
+    `vs`, read off the origins' syntax (`solver.linear`, no query): each of `vs` is, with a
+    nonzero coefficient, the one variable a two-instance query copies in some origin
+    (`k * u + r`, r free of them; `kinds`, those the query copies), so equal origins give
+    equal `u`. Exact where it says so (the query asking for two such instances that
+    differ is unsatisfiable); False where the origins do not show it (then the query
+    decides)."""
+    copied = [n for n, v in ck.vars.vars.items() if v.kind in kinds]
+    pinned = set()
+    for b in bases:
+        if not isinstance(b, z3.ExprRef):
+            continue
+        form = linear(b, copied)
+        if form is not None and len(form) == 1:
+            pinned.update(form)
+    return all(v.decl().name() in pinned for v in vs)
 
 
 def _instance_vars(w) -> list:
@@ -160,7 +189,13 @@ def _exactly_once_tiles(ck, w) -> None:
         ck.proven(f"{w.tensor}: each element written once")
         w._injective = True
         return
-    c2 = ck.vars.copier("~2", kinds=("pid", "iter", "lane", "point"))
+    if _pinned(ck, bases, _differ_vars(ck, w)):  # no two instances share a tile origin
+        ck.stmt = w.stmt
+        ck.proven(f"{w.tensor}: each element written once (the tile origins pin the "
+                  "instance)")
+        w._injective = True
+        return
+    c2 = ck.vars.copier("~2", kinds=_COPIED)
     differ = _differ(ck, w, lambda v: v, c2)
     same_tile = w.path + [c2(p) for p in w.path] + [differ] + [b == c2(b) for b in bases]
     m = ck.solve(same_tile, decide=True)  # no two instances share a tile origin: done
@@ -727,7 +762,12 @@ def _instances(ck, w, guarded: bool = True) -> tuple[int | None, bool]:
                    guarded=guarded)
     injective = getattr(w, "_injective", None) if guarded else None
     path = w.path if guarded else unguarded(w)
-    if injective is None or len(used) < len(inst):
+    if (injective is None or len(used) < len(inst)) and \
+            _pinned(ck, bases, used, _COPIED + ("axis",)):
+        injective = True  # no two instances share a tile origin, by the origins' syntax
+        if guarded and len(used) == len(inst):
+            w._origins_distinct = True
+    elif injective is None or len(used) < len(inst):
         c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
         differ = Or(*[c1(v) != c2(v) for v in used]) if used else z3.BoolVal(False)
         before = len(ck.report.undecided)
