@@ -27,6 +27,7 @@ import z3
 
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from ..ir.rewrite import assigned as _assigned
 from .isolated import SEEDS, into
 from .z3guard import exclusive
 
@@ -306,17 +307,6 @@ def _is_value(e) -> bool:
     return isinstance(e, (ir.BinOp, ir.UnaryOp)) or \
         (isinstance(e, ir.Call) and e.fn in _VALUE_CALLS)
 
-
-def _assigned(stmts) -> set[str]:
-    out = set()
-    for s in stmts:
-        if isinstance(s, ir.Assign):
-            out |= set(s.targets)
-        elif isinstance(s, ir.For):
-            out |= {s.var} | _assigned(s.body)
-        elif isinstance(s, ir.If):
-            out |= _assigned(s.body) | _assigned(s.orelse)
-    return out
 
 
 def _block(enc: _Encoder, stmts) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..ir import nodes as ir
 from ..ir.printer import print_expr
+from ..ir.rewrite import assigned as _assigned
 
 #: values that differ between instances or elements (indices)
 _INDEX_CALLS = frozenset({"program_id", "arange"})
@@ -264,17 +265,6 @@ def _union(kinds) -> Kind:
         out = out | k
     return out
 
-
-def _assigned(stmts) -> set[str]:
-    out = set()
-    for s in stmts:
-        if isinstance(s, ir.Assign):
-            out |= set(s.targets)
-        elif isinstance(s, ir.For):
-            out |= {s.var} | _assigned(s.body)
-        elif isinstance(s, ir.If):
-            out |= _assigned(s.body) | _assigned(s.orelse)
-    return out
 
 
 def positional(kernel: ir.Kernel) -> Positional | None:

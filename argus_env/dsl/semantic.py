@@ -429,8 +429,9 @@ class _Checker:
     def loop(self, s: ir.For, scope: Scope) -> None:
         self.typer.expr(s.iter, scope)
         self._assignable(s.var, s)
+        from ..ir.rewrite import assigned
         inner = scope.copy()
-        for node in _assigned(s.body):
+        for node in assigned(s.body):
             if node in inner.names:  # loop-carried: its value varies between iterations
                 inner.names[node] = _runtime(inner.names[node])
         inner.names[s.var] = ScalarT(D.i32)
@@ -504,18 +505,6 @@ def launches(kernel: ir.Kernel) -> list[tuple[ir.Call, list[ir.Stmt]]]:
             out[-1][1].append(s)
     return out
 
-
-def _assigned(stmts) -> set[str]:
-    """Names assigned anywhere in a block, nested blocks included."""
-    from ..ir.rewrite import walk
-    out: set[str] = set()
-    for s in stmts:
-        for node in walk(s):
-            if isinstance(node, ir.Assign):
-                out.update(node.targets)
-            elif isinstance(node, ir.For):
-                out.add(node.var)
-    return out
 
 
 def _runtime(t: Type) -> Type:

@@ -25,7 +25,7 @@ import math
 from collections import OrderedDict
 
 from . import nodes as ir
-from .rewrite import structural_hash, walk
+from .rewrite import assigned as _assigned, structural_hash, walk
 
 INF = math.inf
 UNKNOWN = (-INF, INF)
@@ -166,16 +166,6 @@ class _Eval:
 def _hull(a: tuple, b: tuple) -> tuple:
     return (min(a[0], b[0]), max(a[1], b[1]))
 
-
-def _assigned(stmts) -> set[str]:
-    out = set()
-    for s in stmts:
-        for n in walk(s):
-            if isinstance(n, ir.Assign):
-                out.update(n.targets)
-            elif isinstance(n, ir.For):
-                out.add(n.var)
-    return out
 
 
 def _range_args(it: ir.Call):

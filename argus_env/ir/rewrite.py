@@ -70,6 +70,19 @@ def walk(node) -> Iterator:
         stack.extend(kids)
 
 
+def assigned(stmts) -> set[str]:
+    """Names assigned anywhere in a block of statements (loop variables included),
+    nested blocks included."""
+    out: set[str] = set()
+    for s in stmts:
+        for n in walk(s):
+            if isinstance(n, ir.Assign):
+                out.update(n.targets)
+            elif isinstance(n, ir.For):
+                out.add(n.var)
+    return out
+
+
 def transform(node, fn: Callable):
     """Rebuild `node` bottom-up, applying `fn` to every rebuilt node.
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from ..dsl import dtypes as D
 from ..dsl.errors import DSLTypeError
-from ..dsl.semantic import KernelInfo, Scope, Typer, _assigned, _runtime
+from ..dsl.semantic import KernelInfo, Scope, Typer, _runtime
+from ..ir.rewrite import assigned as _assigned
 from ..dsl.types import RefT, ScalarT, TileT, TupleT, shape_of
 from ..ir import nodes as ir
 from ..ir.printer import print_expr

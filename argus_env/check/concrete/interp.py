@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...dsl.semantic import _assigned
+from ...ir.rewrite import assigned as _assigned
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from ...layout.tv import fragment_layout

@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from ...dsl.program import Program
-from ...dsl.semantic import _assigned, launches
+from ...dsl.semantic import launches
+from ...ir.rewrite import assigned as _assigned
 from ...ir import nodes as ir
 from ...ir.rewrite import walk
 from .bounds import bound, size_expr

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import z3
 
-from ...dsl.semantic import _assigned
+from ...ir.rewrite import assigned as _assigned
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
 from ..pack import INTERNAL, SUMS
