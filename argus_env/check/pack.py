@@ -59,6 +59,10 @@ FINAL = INTERNAL + "final:"
 #: before (its coverage terms are kept out of the body): `@sums:K` says so, for the order
 #: rules, where the entry holds some (guard `t >= 1`, or an initial value with coverage)
 SUMS = INTERNAL + "sums:"
+#: the coverage name of contributions of no data: a `dot` or `sum` lane whose operands
+#: carry none of the contracted indices and are not known to be zero (a masked lane filled
+#: with 1.0); stored, it is a coverage violation (`symbolic/floats.py`)
+JUNK = INTERNAL + "junk"
 
 
 def reduced_names(kernel: ir.Kernel, required: Mapping | None) -> frozenset:
@@ -266,5 +270,5 @@ def pack_of(task) -> InvariantPack | None:
     return pack
 
 
-__all__ = ["CORE_CLASSES", "FINAL", "INTERNAL", "NARROW_FLOATS", "SUMS", "reduced_names", "Conflict", "InvariantClass", "InvariantPack",
+__all__ = ["CORE_CLASSES", "FINAL", "INTERNAL", "JUNK", "NARROW_FLOATS", "SUMS", "reduced_names", "Conflict", "InvariantClass", "InvariantPack",
            "is_known_class", "known_classes", "pack_of", "register_pack", "registered_packs"]

@@ -6,6 +6,11 @@ lane of a partial K tile adds 1 to every output element: wrong wherever K is not
 multiple of BK (K = 1000 with BK = 16, the ragged-1000 shape), right at the reduced shapes
 (K = 80 and 64, whole tiles), and it was proven there and passed numerics. A masked float
 load's `other` is now 0 (or absent), or the program is refused.
+
+The same through `A.where`, and its attention form (a masked score filled with 0, not
+-1e30, before `exp`): the checker follows which float elements are zero or -inf-like
+(`argus_env/check/symbolic/floats.py`) and refutes a store of an element that a reduction
+lane of no data added to.
 """
 
 from __future__ import annotations
@@ -49,15 +54,85 @@ def test_zero_fills_and_unmasked_fills_are_followed():
                          RAGGED, GEMM).ok
 
 
-@pytest.mark.xfail(strict=True, reason="open: a nonzero A.where fill reaching a dot is not "
-                   "followed (the same hole through A.where instead of `other`)")
-def test_a_nonzero_where_fill_in_a_dot_is_not_proven():
+@pytest.mark.parametrize("fills", [("1.0", "1.0"), ("2.0", "-1.0")])
+def test_a_nonzero_where_fill_in_a_dot_is_refuted(fills):
+    """The same hole through `A.where` instead of `other`: the masked lanes of the last K
+    tile hold the fills, whose product each output element adds. The checker follows
+    which float elements are zero (`check/symbolic/floats.py`) and names a stored
+    element that holds such a product."""
     program = Program.from_text(BASE.replace(
         "acc = A.dot(a_tile, b_tile, acc)",
-        "acc = A.dot(A.where(ks[None, :] < K, a_tile, 1.0), "
-        "A.where(ks[:, None] < K, b_tile, 1.0), acc)"))
-    try:
-        report = check_program(program, RAGGED, GEMM)
-    except CheckUnsupported:
-        return
+        f"acc = A.dot(A.where(ks[None, :] < K, a_tile, {fills[0]}), "
+        f"A.where(ks[:, None] < K, b_tile, {fills[1]}), acc)"))
+    report = check_program(program, RAGGED, GEMM)
     assert not report.ok
+    v = report.violations[0]
+    assert v.invariant == "coverage" and v.tensor == "c" and v.op == "store"
+    assert v.program_id is not None and v.element is not None and v.line > 0
+
+
+@pytest.mark.parametrize("fills", [("1.0", "0.0"), ("0.0", "0.0"), ("0.0", "3.0")])
+def test_a_where_fill_against_a_zero_operand_is_proven(fills):
+    """A nonzero fill on one side meets the other side's zero fill: the product is 0."""
+    program = Program.from_text(BASE.replace(
+        "acc = A.dot(a_tile, b_tile, acc)",
+        f"acc = A.dot(A.where(ks[None, :] < K, a_tile, {fills[0]}), "
+        f"A.where(ks[:, None] < K, b_tile, {fills[1]}), acc)"))
+    assert check_program(program, RAGGED, GEMM).ok
+
+
+def test_the_where_fill_is_wrong_on_the_interpreter():
+    """The refuted program is wrong where K is not a multiple of BK (the numerics at a
+    reduced shape with a partial K tile), and right with zero fills."""
+    from argus_env.lower.build import load
+    from argus_env.measure import oracle
+    ragged = {"M": 64, "N": 64, "K": 40}
+    for fill, ok in (("1.0", False), ("0.0", True)):
+        program = Program.from_text(BASE.replace(
+            "acc = A.dot(a_tile, b_tile, acc)",
+            f"acc = A.dot(A.where(ks[None, :] < K, a_tile, {fill}), "
+            f"A.where(ks[:, None] < K, b_tile, {fill}), acc)"))
+        assert oracle.check(program, GEMM, ragged, load(program, interpret=True)).ok is ok
+
+
+ATTENTION = get_task("attention")
+ATT_BASE = ATTENTION.program("baseline").text
+ATT_SIZES = {"B": 1, "H": 2, "KVH": 2, "SQ": 200, "SK": 200, "D": 128}
+
+
+def _sizes(causal: int, **kw) -> dict:
+    return {**ATT_SIZES, **kw, "CAUSAL": causal}
+
+
+def _attention(fill: str, causal: int) -> Program:
+    text = ATT_BASE.replace("s = A.where(keep, s, -1e+30)", f"s = A.where(keep, s, {fill})")
+    assert fill == "-1e+30" or text != ATT_BASE
+    return Program.from_text(text.replace("CAUSAL: A.const = 0", f"CAUSAL: A.const = {causal}"))
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("fill", ["0.0", "-1.0", "-1e+3"])
+def test_a_masked_score_that_exp_does_not_zero_is_refuted(fill, causal):
+    """A causal (or past-the-end) key masked with 0 instead of -1e30 adds exp(0 - m) to
+    the row sum and its value row to the output: every invariant on tags held, and it
+    was proven. -1e3 is not -inf-like either: data may be that negative."""
+    report = check_program(_attention(fill, causal), _sizes(causal), ATTENTION)
+    assert not report.ok
+    assert {v.invariant for v in report.violations} == {"coverage"}
+    v = report.violations[0]
+    assert v.tensor == "o" and v.coords is not None
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("fill", ["-1e+30", "-1e+39"])
+def test_a_minus_infinity_mask_is_proven(fill, causal):
+    assert check_program(_attention(fill, causal), _sizes(causal), ATTENTION).ok
+
+
+def test_the_zero_masked_attention_is_wrong_on_the_interpreter():
+    from argus_env.lower.build import load
+    from argus_env.measure import oracle
+    sizes = _sizes(1, H=1, KVH=1, SQ=40, SK=40)
+    for fill, ok in (("0.0", False), ("-1e+30", True)):
+        program = _attention(fill, 1)
+        assert oracle.check(program, ATTENTION, sizes, load(program, interpret=True)).ok is ok

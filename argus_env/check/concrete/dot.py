@@ -13,6 +13,7 @@ import numpy as np
 from ...ir import nodes as ir
 from ...ir.rewrite import walk
 from ..fragments import mma_policy
+from . import floats
 from .ops import merge_tags, varies
 from .order import check_added, drop_final
 from .values import Cov, Tag, Val, cov_sum, cov_union, first, onehot, summary, tagged
@@ -58,7 +59,31 @@ def dot(it, e: ir.Call) -> Val:
         sets = {n: cov_union([v.cset[n] for v in (acc, product) if n in v.cset], shape)
                 for n in {**acc.cset, **product.cset}}
         out = Val(shape, None, tags, cov, sets, layout)
+    out.ff = floats.contracted(floats.of(a), floats.of(b), shape)
+    junk = _junk(a, b)
+    if acc is not None and acc.junk is not None:
+        junk = junk | np.broadcast_to(acc.junk, shape)
+    out.junk = junk if junk.any() else None
     _probe(it, line, a, b, acc, product, out)
+    return out
+
+
+def _junk(a: Val, b: Val) -> np.ndarray:
+    """Output elements a lane of no data adds to (`floats`): a lane where a contracted
+    name is missing on either side and neither operand is zero, or an operand's own junk
+    times a nonzero element of the other."""
+    nza, nzb = ~floats.of(a).zero, ~floats.of(b).zero
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=bool)
+    for name in [n for n in a.tags if n in b.tags]:
+        ha, hb = a.tags[name].has, b.tags[name].has
+        if not (varies(a.tags[name].val, 1) or varies(b.tags[name].val, 0)):
+            continue
+        out |= ((nza & ~ha).astype(F32) @ nzb.astype(F32)) > 0
+        out |= (nza.astype(F32) @ (nzb & ~hb).astype(F32)) > 0
+    if a.junk is not None:
+        out |= (np.asarray(a.junk, dtype=F32) @ nzb.astype(F32)) > 0
+    if b.junk is not None:
+        out |= (nza.astype(F32) @ np.asarray(b.junk, dtype=F32)) > 0
     return out
 
 

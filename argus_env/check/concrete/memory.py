@@ -16,6 +16,7 @@ import numpy as np
 
 from ...ir import nodes as ir
 from .bounds import bound
+from . import floats
 from .ops import merge_tags
 from .values import (Cov, Tag, Val, bcast, bshape, cov_of, cov_sum, cov_text,
                      coverage_mismatch, expect_range, first, reshape, summary, widen)
@@ -125,9 +126,14 @@ def load(it, e: ir.Call) -> Val:
     parts += [Val(ref.shape, tags={n: Tag(t.val, t.has & active) for n, t in v.tags.items()})
               for v in ref.index]
     out = Val(ref.shape, _loaded_value(it, e, ref, active), merge_tags(it, "load", line, parts))
+    if out.value is None:  # a masked-off float element is the zero fill
+        out.ff = floats.data(~np.asarray(active, dtype=bool))
     for tw in it.sh.memory.get(ref.param.name, ()):  # written by a finished launch
         for name, c in tw.read(ref.flat(), active & ref.in_bounds()).items():
             out.cov[name] = cov_sum([out.cov[name], c], ref.shape) if name in out.cov else c
+        if tw.written_junk is not None:
+            junk = tw.written_junk[ref.flat()] & active & ref.in_bounds()
+            out.junk = junk if out.junk is None else out.junk | junk
     v = it.probe_at("load", line)
     if v is not None:
         it.capture({"coords": list(ref.at(v.element)), "mask": bool(active[v.element]),
@@ -164,6 +170,8 @@ class TensorWrites:
     #: coverage of every write (store or atomic), summed per element: what a later launch
     #: reads back (kept for tensors a later launch reads)
     written_cov: dict[str, Cov] = field(default_factory=dict)
+    #: elements written with junk (`floats`), read back with the coverage
+    written_junk: np.ndarray | None = None
     keep: bool = False
     #: the invariant pack's own record of this tensor's writes (its `concrete_write` hook
     #: fills it, its `concrete_outputs` hook reads it): numpy arrays and lists, copied with
@@ -198,6 +206,7 @@ class TensorWrites:
         out.records = list(self.records)
         out.atomic_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.atomic_cov.items()}
         out.written_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.written_cov.items()}
+        out.written_junk = None if self.written_junk is None else self.written_junk.copy()
         out.atomic_line = self.atomic_line
         out.pack_records = {k: _copied(v) for k, v in self.pack_records.items()}
         return out
@@ -246,6 +255,11 @@ def store(it, e: ir.Call) -> None:
     if tw.keep:  # a later launch reads this tensor: remember what each element covers
         for name, c in v.cov.items():
             tw.add_coverage(name, idx, Cov(c.lo, c.counts[written]), into=tw.written_cov)
+        if v.junk is not None and v.junk[written].any():
+            if tw.written_junk is None:
+                tw.written_junk = np.zeros(tw.stores.size, dtype=bool)
+            tw.written_junk[idx[np.asarray(v.junk)[written]]] = True
+    _no_junk(it, op, line, ref, v, written)
     for rule in it.sh.pack.concrete_write if it.sh.pack is not None else ():
         rule(it, op, line, ref, v, active)
     for name, (lo_text, hi_text) in it.task_cov.get(ref.param.name, {}).items():
@@ -268,6 +282,22 @@ def store(it, e: ir.Call) -> None:
                        f"with {name} coverage {got}; the task requires {want}, "
                        "each index once", element=el, tile=v, expected={name: want},
                        actual={name: got}, tensor=ref.param.name, coords=ref.at(el))
+
+
+def _no_junk(it, op: str, line: int, ref: Ref, v: Val, written: np.ndarray) -> None:
+    """No stored element holds a contribution of no data (`floats`, SEMANTICS.md)."""
+    it.checked(op, line, "coverage")
+    if v.junk is None or not it.wants("coverage", line):
+        return
+    el = first(np.broadcast_to(v.junk, ref.shape) & written)
+    if el is None:
+        return
+    it.violate("coverage", op, line, f"{ref.param.name}{list(ref.at(el))} is stored with "
+               "products of masked-off elements that are not zero: a reduction lane carrying "
+               "none of the contracted indices adds its value", element=el, tile=v,
+               expected={"contributions without an index": 0},
+               actual={"contributions without an index": ">= 1"}, tensor=ref.param.name,
+               coords=ref.at(el))
 
 
 def _ownership(it, op: str, line: int, ref: Ref, v: Val, active: np.ndarray) -> None:

@@ -18,6 +18,8 @@ from ...ir import nodes as ir
 from ..fragments import transposed
 from ..pack import FINAL
 from .order import check_added, finalise, normalised, rounded
+from . import floats
+from .floats import junk_of
 from .values import (Cov, Tag, Val, bcast, bshape, cov_select, cov_sum, cov_to,
                               cov_union, describe, first, onehot, scalar, summary, tagged, widen)
 
@@ -135,7 +137,7 @@ def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
     sets = {n: cov_union([o.cset[n] for o in ops if n in o.cset], shape)
             for n in {n for o in ops for n in o.cset}}
     layout = next((o.layout for o in vals if o.layout and o.shape == shape), None)
-    out = Val(shape, value, tags, cov, sets, layout)
+    out = Val(shape, value, tags, cov, sets, layout, junk=_junk(ops, shape))
     if len(vals) == 2 and all(v.fval is not None for v in vals) and op in ("+", "-", "*", "/"):
         a, b = (v.fval for v in vals)  # compile-time float arithmetic (softmax scales)
         out.fval = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[op]
@@ -147,6 +149,33 @@ def elementwise(it, op: str, line: int, vals: list[Val], value) -> Val:
     return out
 
 
+def _junk(ops: list[Val], shape) -> np.ndarray | None:
+    """Where any operand holds junk (`floats`): it goes on in every elementwise result."""
+    parts = [o.junk for o in ops if o.junk is not None]
+    if not parts:
+        return None
+    return np.logical_or.reduce([np.broadcast_to(p, shape) for p in parts])
+
+
+def _float_facts(op: str, a: Val, b: Val, out: Val) -> None:
+    """The facts `floats` keeps of `a <op> b` (mutates `out`); a comparison of a float
+    with a constant is true where the float is known beyond it."""
+    shape = out.shape
+    fa, fb = floats.of(a, shape), floats.of(b, shape)
+    if out.fval is not None:
+        out.ff = floats.constant(out.fval, shape)
+    elif op in ("+", "-"):
+        out.ff = floats.add(fa, fb, op == "-")
+    elif op == "*":
+        out.ff = floats.mul(fa, fb, a.fval, b.fval)
+    elif op == "/":
+        out.ff = floats.div(fa, fb, b.fval)
+    elif op in ("<", "<=", ">", ">=") and out.value is None and a.value is None:
+        out.value = floats.compare(op, fa, b.fval)
+    elif op not in ("<", "<=", ">", ">=", "==", "!="):
+        out.ff = floats.unknown(shape)
+
+
 def known(vals: list[Val]) -> bool:
     return all(v.value is not None for v in vals)
 
@@ -156,7 +185,9 @@ def binop(it, e: ir.BinOp) -> Val:
     value = None
     if e.op != "/" and known([a, b]):
         value = VALUE_FNS[e.op](a.value, b.value)
-    return elementwise(it, e.op, e.loc.line, [a, b], value)
+    out = elementwise(it, e.op, e.loc.line, [a, b], value)
+    _float_facts(e.op, a, b, out)
+    return out
 
 
 def unaryop(it, e: ir.UnaryOp) -> Val:
@@ -169,6 +200,8 @@ def unaryop(it, e: ir.UnaryOp) -> Val:
             value = np.logical_not(x.value)
         else:
             value = np.invert(x.value)
+    if e.op == "-":
+        return x.moved(value=value, carried=False, ff=floats.neg(floats.of(x)))
     return x.moved(value=value, carried=False)
 
 
@@ -180,7 +213,12 @@ def _call_elementwise(fn: str, params: tuple[str, ...], keeps_value: bool):
             value = VALUE_FNS[fn](*(v.value for v in vals))
         elif keeps_value and known(vals):  # abs of an integer
             value = np.abs(vals[0].value)
-        return elementwise(it, fn, e.loc.line, vals, value)
+        out = elementwise(it, fn, e.loc.line, vals, value)
+        if fn in ("minimum", "maximum"):
+            out.ff = floats.minmax(fn, *(floats.of(v, out.shape) for v in vals))
+        elif fn == "abs":
+            out.ff = floats.math_call("abs", floats.of(vals[0], out.shape))
+        return out
     return rule
 
 
@@ -199,7 +237,10 @@ def where(it, e: ir.Call) -> Val:
         tags[name] = Tag(val, np.where(cond, tx.has if tx else no, ty.has if ty else no))
     cov = {n: cov_select(cond, x.cov.get(n), y.cov.get(n), shape) for n in {**x.cov, **y.cov}}
     sets = {n: cov_select(cond, x.cset.get(n), y.cset.get(n), shape) for n in {**x.cset, **y.cset}}
-    return Val(shape, value, tags, cov, sets, x.layout or y.layout)
+    junk = None if x.junk is None and y.junk is None else \
+        np.where(cond, floats.junk_of(x, shape), floats.junk_of(y, shape))
+    return Val(shape, value, tags, cov, sets, x.layout or y.layout,
+               ff=floats.select(cond, floats.of(x, shape), floats.of(y, shape)), junk=junk)
 
 
 # ---------------------------------------------------------------- constructors, moves
@@ -212,7 +253,8 @@ def _shape(it, e: ir.Expr) -> tuple[int, ...]:
 def _fill(it, shape: tuple[int, ...], fill, dtype: ir.Expr) -> Val:
     name = dtype.name if isinstance(dtype, ir.Symbol) else "f32"
     if name in ("f16", "bf16", "f32", "f64") or fill is None:
-        return Val(shape)
+        return Val(shape, ff=floats.constant(float(fill), shape) if fill is not None
+                   else floats.unknown(shape))
     kind = bool if name == "i1" else np.int64
     return Val(shape, np.full(shape, fill, dtype=kind))
 
@@ -223,7 +265,10 @@ def zeros(it, e: ir.Call) -> Val:
 
 def full(it, e: ir.Call) -> Val:
     v = it.val(e.arg("value"))
-    fill = None if v.value is None else v.value.item()
+    dtype = e.arg("dtype")
+    floaty = (dtype.name if isinstance(dtype, ir.Symbol) else "f32") in ("f16", "bf16", "f32",
+                                                                         "f64")
+    fill = (v.fval if floaty else None) if v.value is None else v.value.item()
     return _fill(it, _shape(it, e.arg("shape")), fill, e.arg("dtype"))
 
 
@@ -249,7 +294,9 @@ def float_unary(it, e: ir.Call) -> Val:
     rule = it.sh.pack.concrete_calls.get(e.fn) if it.sh.pack is not None else None
     if rule is not None:
         rule(it, e.fn, e.loc.line, x)
-    return elementwise(it, e.fn, e.loc.line, [x], None)
+    out = elementwise(it, e.fn, e.loc.line, [x], None)
+    out.ff = floats.math_call(e.fn, floats.of(x))
+    return out
 
 
 def trans(it, e: ir.Call) -> Val:
@@ -258,7 +305,9 @@ def trans(it, e: ir.Call) -> Val:
     return x.moved(shape=x.shape[::-1], value=None if x.value is None else x.value.T,
                    tags={n: Tag(t.val.T, t.has.T) for n, t in x.tags.items()},
                    cov={n: tc(c) for n, c in x.cov.items()},
-                   cset={n: tc(c) for n, c in x.cset.items()}, layout=transposed(x.layout))
+                   cset={n: tc(c) for n, c in x.cset.items()}, layout=transposed(x.layout),
+                   ff=None if x.ff is None else x.ff.map(lambda a: a.T),
+                   junk=None if x.junk is None else x.junk.T)
 
 
 def tag(it, e: ir.Call) -> Val:
@@ -307,7 +356,13 @@ def reduce(it, e: ir.Call) -> Val:
             [c] + ([target[name]] if name in target else []), shape)
     fn = {"sum": np.sum, "max": np.max, "min": np.min}[e.fn]
     value = None if x.value is None else fn(x.value, axis=ax)
-    out = Val(shape, value, tags, cov, sets)
+    fx = floats.of(x)
+    junk = junk_of(x).any(axis=ax)
+    summed = [t.has for t in x.tags.values() if varies(t.val, ax)]
+    if e.fn == "sum" and summed:  # a lane without the summed indices adds nothing
+        junk = junk | (~np.logical_and.reduce(summed) & ~fx.zero).any(axis=ax)
+    out = Val(shape, value, tags, cov, sets, ff=floats.reduced(e.fn, fx, ax),
+              junk=junk if junk.any() else None)
     rule = it.sh.pack.concrete_reduce.get(e.fn) if it.sh.pack is not None else None
     if rule is not None:  # where some reduced lane carries data
         rule(it, e.fn, e.loc.line, out, w.any(axis=ax))

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import floats
+
 
 @dataclass
 class Tag:
@@ -55,6 +57,10 @@ class Val:
     layout: str | None = None      # fragment policy of a dot result ("wgmma", "mma_v2")
     carried: bool = False          # held by a loop-carried name at an iteration's start
     fval: float | None = None      # a compile-time float scalar's value (softmax scales)
+    #: what is known of float elements (`floats.Facts`; None: bounded data, not zero) and
+    #: where a reduction lane of no data was added in (`floats`, SEMANTICS.md)
+    ff: object = None
+    junk: np.ndarray | None = None
 
     @property
     def is_scalar(self) -> bool:
@@ -71,7 +77,9 @@ def scalar(value) -> Val:
         return Val((), np.array(value))
     if isinstance(value, (int, np.integer)):
         return Val((), np.array(int(value), dtype=np.int64))
-    return Val((), fval=float(value) if isinstance(value, float) else None)
+    if isinstance(value, float):
+        return Val((), fval=value, ff=floats.constant(value))
+    return Val(())
 
 
 def untagged(shape: tuple[int, ...], value: np.ndarray | None) -> Val:
@@ -97,19 +105,24 @@ def bcast(v: Val, shape: tuple[int, ...]) -> Val:
     return replace(v, shape=shape, value=None if v.value is None else to(v.value),
                    tags={n: Tag(to(t.val), to(t.has)) for n, t in v.tags.items()},
                    cov={n: cov_to(c, shape) for n, c in v.cov.items()},
-                   cset={n: cov_to(c, shape) for n, c in v.cset.items()})
+                   cset={n: cov_to(c, shape) for n, c in v.cset.items()},
+                   ff=None if v.ff is None else v.ff.map(to),
+                   junk=None if v.junk is None else to(v.junk))
 
 
 def reshape(v: Val, shape: tuple[int, ...]) -> Val:
     """Same elements, new shape (`x[:, None]` only inserts unit axes)."""
     def rc(c: Cov) -> Cov:
         return Cov(c.lo, c.counts.reshape(tuple(shape) + c.counts.shape[-1:]))
+    to = lambda a: a.reshape(shape)  # noqa: E731
     return replace(v, shape=tuple(shape),
                    value=None if v.value is None else v.value.reshape(shape),
                    tags={n: Tag(t.val.reshape(shape), t.has.reshape(shape))
                          for n, t in v.tags.items()},
                    cov={n: rc(c) for n, c in v.cov.items()},
-                   cset={n: rc(c) for n, c in v.cset.items()})
+                   cset={n: rc(c) for n, c in v.cset.items()},
+                   ff=None if v.ff is None else v.ff.map(to),
+                   junk=None if v.junk is None else to(v.junk))
 
 
 def tagged(v: Val) -> np.ndarray:

@@ -29,8 +29,9 @@ import z3
 from ...ir.rewrite import assigned as _assigned
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
-from ..pack import INTERNAL, SUMS
+from ..pack import INTERNAL, JUNK, SUMS
 from ..report import CheckUnsupported
+from . import floats
 from .rules import _bits, _refutable, no_wrap
 from .solver import const_value, interval
 from .state import Frame
@@ -66,13 +67,18 @@ def run_loop(ck, s: ir.For) -> None:
     before = dict(ck.env)
 
     # the classifying pass is needed only when something is carried around the loop
-    out1 = _pass(ck, s, frame, {n: _placeholder(ck, n, init[n]) for n in carried},
+    holders = {n: _placeholder(ck, n, init[n]) for n in carried}
+    out1 = _pass(ck, s, frame, {n: h for n, (h, _) in holders.items()},
                  quiet=True) if carried else {}
     kinds = {n: _classify(out1[n], init[n]) for n in carried}
     entry = {}
     for n in carried:
         kind, extra = kinds[n]
         entry[n] = _entry(ck, kind, extra, init[n], out1[n], t, at, valid, merge)
+        if kind == "acc":  # what it holds of floats at iteration t (`floats.loop_entry`)
+            holder, first = holders[n]
+            floats.with_facts(entry[n], floats.loop_entry(init[n], out1[n], holder, first,
+                                                          t, at))
     out2 = _pass(ck, s, frame, entry, quiet=False)
     if not ck.quiet:
         for n in carried:
@@ -192,7 +198,7 @@ def _pass(ck, s: ir.For, frame, entry: dict, quiet: bool) -> dict:
     return out
 
 
-def _placeholder(ck, name: str, init: SV) -> SV:
+def _placeholder(ck, name: str, init: SV) -> tuple[SV, z3.BoolRef]:
     val = None
     if init.val is not None:
         val = z3.Bool(f"entry_{name}!{id(init)}") if z3.is_bool(init.val) else \
@@ -201,7 +207,8 @@ def _placeholder(ck, name: str, init: SV) -> SV:
     # kind of tags); its coverage does not, so an accumulator's contributions stay apart
     # (MARK is detected by its presence; its guard is False so it never makes data live)
     tags = {**init.tags, MARK: (z3.BoolVal(False), z3.IntVal(0))}
-    return SV(init.shape, val, tags, {}, False, init.frag)
+    facts, first = floats.placeholder_facts(init, f"{name}!{next(ck.vars.counter)}")
+    return floats.with_facts(SV(init.shape, val, tags, {}, False, init.frag), facts), first
 
 
 def _classify(out: SV, init: SV):
@@ -261,7 +268,7 @@ def _entry(ck, kind, extra, init: SV, out: SV, t, at, valid, merge) -> SV:
         # it holds the sums of the iterations before (and the initial value's), which the
         # order rules must see though the terms stay out of the body
         sums = dict.fromkeys(n for v_ in (out, init) for n, ts in v_.cov.items()
-                             if any(c.kind == "sum" for c in ts))  # in order, not a set's
+                             if n != JUNK and any(c.kind == "sum" for c in ts))  # in order
         tags = dict(v.tags)
         for n in sums:
             live = shifted.live()  # where the iteration before left data
@@ -291,7 +298,7 @@ def _havoc(ck, init: SV) -> SV:
     val = None
     if init.val is not None and is_int(init.val):
         val = ck.vars.fresh("unknown", "point", None, None)
-    return SV(init.shape, val)
+    return floats.with_facts(SV(init.shape, val), floats.unknown())
 
 
 def _tags_invariant(ck, name: str, out: SV, at, valid) -> None:

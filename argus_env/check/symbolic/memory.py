@@ -10,7 +10,9 @@ import z3
 
 from ...ir import nodes as ir
 from ...ir.printer import print_expr
+from ..pack import JUNK
 from ..report import CheckUnsupported
+from . import floats
 from .coverage import exactly_once, unique
 from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
@@ -131,7 +133,9 @@ def load(ck, call: ir.Call) -> SV:
                 raise NotImplementedError(f"check: `other` of `{print_expr(call)}` has no "
                                           "integer value")
         val = If(a.live, data, int_val(fill))
-    return SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
+    out = SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
+    # a masked-off float element is the zero fill (`_zero_fill` refuses any other)
+    return floats.with_facts(out, floats.data(None if val is not None else Not(a.live)))
 
 
 def _zero_fill(ck, call: ir.Call, a) -> None:
@@ -239,12 +243,33 @@ def write(ck, call: ir.Call) -> None:
                    f"tag {d} of another position", m, a.shape, expected={d: c}, actual={d: v},
                    frag=value.frag, tensor=a.tensor.name,
                    coords=tuple(evaluate(m, x) for x in a.coords))
+    _no_junk(ck, a, value, call)
     for rule in ck.pack.write if ck.pack is not None else ():
         value = rule(ck, a, value, call)
     if not ck.quiet:
         ck.writes.append(Write(a.tensor.name, a.coords, And(a.live, a.inbounds), value,
                                call.fn == "atomic_add", tma, a.shape, ck.path(),
                                list(ck.frames), ck.stmt, ck.scalars()))
+
+
+def _no_junk(ck, a: Access, value: SV, call: ir.Call) -> None:
+    """No stored element holds a contribution of no data (`floats.JUNK`): a reduction
+    lane where the operands carry none of the contracted indices and neither is zero
+    (`A.where(mask, tile, 1.0)` into a dot, a causal mask filled with 0 before `exp`)."""
+    terms = value.cov.get(JUNK, [])
+    if not terms:
+        return
+    m = ck.find(And(a.live, a.inbounds, Or(*[t.dom for t in terms])), a.shape)
+    if m is None:
+        ck.proven(f"{call.fn} {a.tensor.name}: no contribution of masked-off elements")
+        return
+    ck.violate("coverage", call.fn, f"the element stored to `{a.tensor.name}` includes "
+               "products of masked-off elements that are not zero: a reduction lane "
+               "carrying none of the contracted indices adds its value (a fill other than "
+               "0, or a masked score that is not -inf-like before `exp`)", m, a.shape,
+               expected={"contributions without an index": 0},
+               actual={"contributions without an index": ">= 1"}, frag=value.frag,
+               tensor=a.tensor.name, coords=tuple(evaluate(m, c) for c in a.coords))
 
 
 def dot(ck, call: ir.Call) -> SV:
@@ -297,9 +322,22 @@ def dot(ck, call: ir.Call) -> SV:
     cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], ge(lane, 0),
                                       lt(lane, k)), a2.tags[name][1], "sum")]
            for name in contracted}
+    if contracted:
+        # a lane where the contracted indices are missing adds a product of no data,
+        # unless an operand is zero there (a masked-off fill, exp of a -1e30 fill)
+        # (read at lane 0 of the operands' own reductions: "some lane contributes" is
+        # read existentially, and negated here it would be read for every lane)
+        data = ck.fix_lanes(And(*[And(a2.tags[n][0], b2.tags[n][0]) for n in contracted]))
+        cov[JUNK] = [floats.junk(lane, And(Not(data), floats.nonzero(a2),
+                                           floats.nonzero(b2)), k)]
+    for side, other in ((a2, b2), (b2, a2)):  # junk an operand holds, times the other
+        for t in side.cov.get(JUNK, []):
+            cov.setdefault(JUNK, []).append(
+                Cov(t.bound + (lane,), And(t.dom, floats.nonzero(other), ge(lane, 0),
+                                           lt(lane, k)), t.idx, "sum"))
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
-    out = SV(shape, None, tags, cov, False, frag)
+    out = floats.with_facts(SV(shape, None, tags, cov, False, frag), floats.contracted(a, b))
     for rule in ck.pack.dot if ck.pack is not None else ():
         rule(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
@@ -313,7 +351,7 @@ def dot(ck, call: ir.Call) -> SV:
 def assert_tags(ck, call: ir.Call) -> None:
     x = ck.expr(call.arg("x"))
     what = ck.text(call.arg("x"))
-    anydata = Or(x.live(), *[t.dom for ts in x.cov.values() for t in ts]) \
+    anydata = Or(x.live(), *[t.dom for n, ts in x.cov.items() if n != JUNK for t in ts]) \
         if x.cov else x.live()
     for name, rel in call.tags:
         if isinstance(rel, ir.Call) and rel.fn == "covers":

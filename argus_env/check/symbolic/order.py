@@ -19,16 +19,18 @@ element (a workspace of normalised partials may be combined by a later launch).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import z3
 
-from ..pack import FINAL, NARROW_FLOATS as NARROW, SUMS, reduced_names
+from ..pack import FINAL, JUNK, NARROW_FLOATS as NARROW, SUMS, reduced_names
 from .values import SV, And, Cov, If, Or, evaluate
 
 
 def sums(v: SV) -> set[str]:
     """Names `v` covers by a sum (not by a max or min), its own terms or, for an
     accumulator's entry value in a loop body, the earlier iterations' (`@sums:`)."""
-    return {n for n, ts in v.cov.items() if any(t.kind == "sum" for t in ts)} | \
+    return {n for n, ts in v.cov.items() if n != JUNK and any(t.kind == "sum" for t in ts)} | \
         {n[len(SUMS):] for n in v.tags if n.startswith(SUMS)}
 
 
@@ -54,7 +56,7 @@ def finalise(ck, out: SV, names, how: str) -> None:
         return
     live = out.live()
     if out.cov:
-        live = Or(live, *[t.dom for ts in out.cov.values() for t in ts])
+        live = Or(live, *[t.dom for n, ts in out.cov.items() if n != JUNK for t in ts])
     line = ck._line()
     ck.memo.setdefault("final_how", {})[line] = how
     for n in sorted(names):
@@ -94,8 +96,7 @@ def drop_final(v: SV) -> SV:
     """`v` without its marks (a dot's operands: the result is a new reduction)."""
     if not any(marked(n) for n in v.tags):
         return v
-    return SV(v.shape, v.val, {n: t for n, t in v.tags.items() if not marked(n)},
-              v.cov, v.carried, v.frag, v.origin, v.fval)
+    return replace(v, tags={n: t for n, t in v.tags.items() if not marked(n)})
 
 
 __all__ = ["FINAL", "NARROW", "SUMS", "check_added", "drop_final", "finalise", "marked", "merge_final",

@@ -18,9 +18,11 @@ from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
 from .solver import Var, _Shaped, const_value, interval
 from .tags import FALSE, add_cov, bcast, union_tags
+from . import floats
+from ..pack import JUNK
 from .values import (AXES, SV, And, Cov, If, Not, Or, add, align, axis_ranges, depends_on,
-                     eq, evaluate, free_names, ge, gt, is_int, le, lt, move_axes, mul, ne,
-                     simplify, sub, subst, substitution)
+                     eq, evaluate, free_names, ge, gt, is_int, le, lt, merge_facts, move_axes,
+                     mul, ne, simplify, sub, subst, substitution)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -30,8 +32,9 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             return SV((), z3.BoolVal(v), ctime=True)
         if isinstance(v, int):
             return SV((), z3.IntVal(v), ctime=True)
-        return SV((), None, origin="None" if v is None else repr(v),
-                  fval=v if isinstance(v, float) else None)
+        out = SV((), None, origin="None" if v is None else repr(v),
+                 fval=v if isinstance(v, float) else None)
+        return floats.with_facts(out, floats.constant(v)) if isinstance(v, float) else out
     if isinstance(e, ir.Name):
         if e.id not in ck.env:
             raise NotImplementedError(f"check: `{e.id}` has no symbolic value")
@@ -50,7 +53,8 @@ def expr_rule(ck, e: ir.Expr) -> SV:
                     no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
             elif e.op in ("not", "~") and z3.is_bool(x.val):
                 val = Not(x.val)
-        return replace(x, val=val)
+        out = replace(x, val=val)
+        return floats.with_facts(out, floats.neg(x)) if e.op == "-" else out
     if isinstance(e, ir.Subscript):
         return expand(ck, e)
     if isinstance(e, ir.Call):
@@ -119,12 +123,34 @@ def binop(ck, e: ir.BinOp) -> SV:
     out = SV(shape, val, dict(tags), cov, x.carried or y.carried,
              x.frag or y.frag, fval=_ffold(e.op, fx, fy), ctime=ctime,
              wide=_wide(x) or _wide(y))
+    _float_facts(ck, e, x, y, fx, fy, out)
     if e.op in ("*", "/") and cov:  # normalised by its own total: final for those names
         finalise(ck, out, sums(x) & sums(y), f"normalised by `{ck.text(e.rhs)}`")
     rule = ck.pack.binop.get(e.op) if ck.pack is not None else None
     if rule is not None:
         rule(ck, x, y, out, shape, what)
     return out
+
+
+def _float_facts(ck, e: ir.BinOp, x: SV, y: SV, fx, fy, out: SV) -> None:
+    """The facts `floats` keeps of `x <op> y` (mutates `out`); a comparison of a float
+    with a constant is true where the float is known beyond it (a running maximum that
+    moved from its -1e30 start), else unknown."""
+    if out.fval is not None:
+        floats.with_facts(out, floats.constant(out.fval))
+    elif e.op in ("+", "-"):
+        floats.with_facts(out, floats.add(x, y, e.op == "-"))
+    elif e.op == "*":
+        floats.with_facts(out, floats.mul(x, y, fx, fy))
+    elif e.op == "/":
+        floats.with_facts(out, floats.div(x, y, fy))
+    elif e.op in ("<", "<=", ">", ">=") and out.val is None and x.val is None:
+        above = e.op in (">", ">=")
+        bound = x.high if above else x.low
+        if fy is not None and bound is not None and bound[1] > abs(fy):
+            out.val = Or(bound[0], ck.vars_bool(f"cmp_{e.loc.line}"))
+    elif e.op not in ("<", "<=", ">", ">=", "==", "!="):
+        floats.with_facts(out, floats.unknown())
 
 
 # ---------------------------------------------------------------- integer widths
@@ -352,8 +378,9 @@ def _minmax(ck, e):
         val = z3.If(x.val <= y.val, x.val, y.val) if e.fn == "minimum" else \
             z3.If(x.val >= y.val, x.val, y.val)
     fval = None if fx is None or fy is None else (min if e.fn == "minimum" else max)(fx, fy)
-    return SV(shape, val, union_tags(ck, [x, y], shape, e.fn), add_cov(x.cov, y.cov),
-              x.carried or y.carried, fval=fval, wide=_wide(x) or _wide(y))
+    out = SV(shape, val, union_tags(ck, [x, y], shape, e.fn), add_cov(x.cov, y.cov),
+             x.carried or y.carried, fval=fval, wide=_wide(x) or _wide(y))
+    return floats.with_facts(out, floats.minmax(e.fn, x, y))
 
 
 def _arange(ck, e):
@@ -375,7 +402,12 @@ def _fill(ck, e):
         val = z3.IntVal(value) if isinstance(value, int) else value
         if val is not None and not isinstance(value, int):  # converted to the tile's dtype
             no_wrap(ck, val, (), dtype.bits, print_expr(e))
-    return SV(_shape(ck, e), val, wide=dtype.bits == 64)
+    out = SV(_shape(ck, e), val, wide=dtype.bits == 64)
+    if dtype.is_int:
+        return out
+    fill = 0.0 if e.fn == "zeros" else scalar_value(ck.expr(e.arg("value")))
+    return floats.with_facts(out, floats.constant(fill) if fill is not None
+                             else floats.unknown())
 
 
 def _same(ck, e):
@@ -383,7 +415,7 @@ def _same(ck, e):
     rule = ck.pack.calls.get(e.fn) if ck.pack is not None else None
     if rule is not None:
         rule(ck, e.fn, x, x.shape, ck.text(e))
-    return replace(x, val=None, fval=None)
+    return floats.with_facts(replace(x, val=None, fval=None), floats.math_call(e.fn, x))
 
 
 def _abs(ck, e):
@@ -391,7 +423,7 @@ def _abs(ck, e):
     val = z3.If(x.val >= 0, x.val, -x.val) if x.val is not None and is_int(x.val) else None
     if val is not None and not x.ctime:
         no_wrap(ck, val, x.shape, _bits(x), print_expr(e))
-    return replace(x, val=val)
+    return floats.with_facts(replace(x, val=val), floats.math_call("abs", x))
 
 
 def _cast(ck, e):
@@ -433,8 +465,9 @@ def _where(ck, e):
                   {n: [t.guard(Not(cond)) for t in ts] for n, ts in y.cov.items()})
     val = If(cond, x.val, y.val) if x.val is not None and y.val is not None and \
         x.val.sort() == y.val.sort() else None
-    return SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag,
-              wide=_wide(x) or _wide(y))
+    out = SV(shape, val, tags, cov, x.carried or y.carried, x.frag or y.frag,
+             wide=_wide(x) or _wide(y))
+    return merge_facts(cond, x, y, out)
 
 
 def _tag(ck, e):
@@ -478,14 +511,21 @@ def _reduce_new(ck, e, x, axis):
     cov = {n: [Cov(t.bound + (lane,), And(t.dom, lane >= 0, lane < x.shape[axis]), t.idx,
                    t.kind, t.defaults) if kind == "sum" and t.kind == "sum" else t for t in ts]
            for n, ts in x2.cov.items()}
+    summed = []
     for n, (g, v) in x2.tags.items():
         if depends_on(v, lane):
             cov.setdefault(n, []).append(Cov((lane,), And(live, g), v, kind))
+            summed.append(g)
         else:
             # present where some lane of the reduced axis carries it
             tags[n] = (And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
                        subst(v, [(lane, anyl)]))
+    if kind == "sum" and summed:  # a lane without the summed indices adds nothing
+        cov.setdefault(JUNK, []).append(floats.junk(
+            lane, And(Not(ck.fix_lanes(And(*summed))), floats.nonzero(x2)), x.shape[axis]))
     out = SV(shape, None, tags, cov, x.carried, None)
+    lane0 = substitution([(AXES[axis], z3.IntVal(0))] + pairs[1:])  # the first lane's
+    floats.with_facts(out, floats.reduced(e.fn, x, lane0))
     rule = ck.pack.reduce.get(e.fn) if ck.pack is not None else None
     if rule is not None:  # where some reduced lane carries data
         rule(ck, e.fn, out, And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))

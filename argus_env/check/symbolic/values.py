@@ -14,6 +14,7 @@ after both branches of an `if`; `evaluate` reads a term in a counterexample's mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import z3
@@ -21,6 +22,7 @@ import z3
 from ..pack import FINAL, SUMS
 
 AXES = tuple(z3.Int(f"X{i}") for i in range(4))
+_FALSE = z3.BoolVal(False)
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,26 @@ class SV:
     #: a 64-bit integer (an `A.cast(x, A.i64)`, i64 data, a constant past 32 bits, or
     #: arithmetic with one): other integers are 32-bit and wrap (`rules.no_wrap`)
     wide: bool = False
+    #: what the checker knows of a float element's magnitude (`floats.py`; None: nothing
+    #: where it is a fact, bounded where it is a doubt): `zero` where it is exactly 0,
+    #: `low`/`high` (guard, L) where it is at most -L / at least L (a "minus infinity"
+    #: fill), `maylow`/`mayhigh` where it may lie beyond the data bound below / above
+    zero: z3.BoolRef | None = None
+    low: tuple | None = None
+    high: tuple | None = None
+    maylow: z3.BoolRef | None = None
+    mayhigh: z3.BoolRef | None = None
 
     def map(self, fn) -> "SV":
         """Apply a formula transformation (a substitution) to every field."""
         return replace(self, val=fn(self.val) if self.val is not None else None,
                        tags={n: (fn(g), fn(v)) for n, (g, v) in self.tags.items()},
-                       cov={n: [t.map(fn) for t in ts] for n, ts in self.cov.items()})
+                       cov={n: [t.map(fn) for t in ts] for n, ts in self.cov.items()},
+                       zero=fn(self.zero) if self.zero is not None else None,
+                       low=(fn(self.low[0]), self.low[1]) if self.low is not None else None,
+                       high=(fn(self.high[0]), self.high[1]) if self.high is not None else None,
+                       maylow=fn(self.maylow) if self.maylow is not None else None,
+                       mayhigh=fn(self.mayhigh) if self.mayhigh is not None else None)
 
     def live(self) -> z3.BoolRef:
         """The element carries data: some tag is present (the order rules' marks say
@@ -518,8 +534,35 @@ def merge(cond: z3.BoolRef, a: SV, b: SV) -> SV:
     for n in dict.fromkeys([*a.cov, *b.cov]):
         cov[n] = [t.guard(cond) for t in a.cov.get(n, [])]
         cov[n] += [t.guard(Not(cond)) for t in b.cov.get(n, [])]
-    return SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin,
-              wide=a.wide or b.wide)
+    out = SV(shape, val, tags, cov, a.carried or b.carried, a.frag or b.frag, a.origin,
+             wide=a.wide or b.wide)
+    return merge_facts(cond, a, b, out)
+
+
+def _fact(x):
+    return x if x is not None else _FALSE
+
+
+def _bound(f):
+    return f if f is not None else (_FALSE, math.inf)
+
+
+def merge_facts(cond, a: SV, b: SV, out: SV) -> SV:
+    """`out` with the float facts of `a` where `cond` holds and of `b` elsewhere."""
+    def pick(x, y):
+        if x is None and y is None:
+            return None
+        return If(cond, _fact(x), _fact(y))
+
+    def pick_bound(x, y):
+        if x is None and y is None:
+            return None
+        (gx, lx), (gy, ly) = _bound(x), _bound(y)
+        return (If(cond, gx, gy), min(lx, ly))
+    out.zero, out.maylow, out.mayhigh = pick(a.zero, b.zero), pick(a.maylow, b.maylow), \
+        pick(a.mayhigh, b.mayhigh)
+    out.low, out.high = pick_bound(a.low, b.low), pick_bound(a.high, b.high)
+    return out
 
 
 def evaluate(model, e):
