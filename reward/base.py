@@ -102,7 +102,12 @@ class SubmitBonus(Reward):
     library (else below parity). The starting program can always be submitted again
     (undo, or its text), so breaking a slow program before submitting never pays: with a
     flat penalty, a broken program (-1) out-earned a correct one below e^-1 of the
-    library (the GEMM baseline at 0.29: -1.22)."""
+    library (the GEMM baseline at 0.29: -1.22).
+
+    An episode that reaches its step limit is submitted too: the env sends the step that
+    reaches it a "submit" event of the current program after the step's own
+    (`KernelEnv._submit_at_limit`), so this term pays there what `submit()` would have.
+    Without it, an agent below the library earned more by never submitting."""
 
     name = "submit_bonus"
 

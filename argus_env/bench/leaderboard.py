@@ -13,7 +13,9 @@ Figures, per (env, track, budget) and agent:
 
 - **score**: the geometric mean over the track's shapes of the fraction of the library
   anchor (cuBLAS for GEMM) that the *submitted* kernel reaches, each shape's fraction the
-  mean over seeds. An episode that submits nothing measurable scores 0, counted as
+  mean over seeds (an episode whose last step reached the budget, the env's step limit,
+  without `submit()` was submitted there implicitly: its final program counts, as its
+  reward did). An episode that submits nothing measurable scores 0, counted as
   `FLOOR` in the geometric mean; so does an episode of the board (any shape and seed some
   line of it played) that an agent has no line for: an agent's best shapes or seeds alone
   are not ranked above agents that played every episode. The spread is the min and max (and std) over seeds of

@@ -92,17 +92,18 @@ class Validator:
         self.share = share_evaluations
         self._evaluators: dict = {}
 
-    def make_env(self, env_id: str, rec: EpisodeRecord, split: str, reward):
-        """An env of a registered id (the registry's own string goes to `gym.make`)."""
+    def make_env(self, env_id: str, rec: EpisodeRecord, split: str, reward,
+                 budget: int | None = None):
+        """An env of a registered id (the registry's own string goes to `gym.make`), with
+        the step limit the episode was played under (`step_limit`)."""
         import gymnasium as gym
 
         import argus_env  # noqa: F401
         known = next((k for k in registered_env_ids() if k == env_id), None)
         if known is None:
             raise ValueError(f"{env_id!r} is not a registered env id")
-        longest = max(map(len, [rec.actions, *rec.earlier_actions]))
         kwargs = dict(mode=rec.mode, measure=rec.measure, hardware=rec.hardware, split=split,
-                      reward=reward, max_episode_steps=max(longest, 1))
+                      reward=reward, max_episode_steps=step_limit(rec, budget))
         if rec.measure in ("model", "table"):   # priced as the line was
             from ..measure.correction import LEGACY_ESTIMATOR
             kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR
@@ -115,7 +116,9 @@ class Validator:
         """Play a line's actions in a fresh env; the line must have passed `check_line`."""
         rec = R.record_of(line)
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
-        env = self.make_env(rec.env_id, rec, split, reward)
+        budget = line.get("budget")
+        env = self.make_env(rec.env_id, rec, split, reward,
+                            budget if type(budget) is int else None)
         try:
             again = Recorder(env, rec.agent, rec.seed)
             for n, actions in enumerate([*rec.earlier_actions, rec.actions]):
@@ -143,6 +146,20 @@ class Validator:
 
     def validate(self, line: dict | EpisodeRecord) -> list[Divergence]:
         return self.check(line)[0]
+
+
+def step_limit(rec: EpisodeRecord, budget: int | None = None) -> int:
+    """The step limit to replay `rec` under: the step that reaches it submits the current
+    program implicitly, so a replay must reach it where the episode did and nowhere else.
+    A bench line's budget is its runner's limit; a record without one (`argus run`) shows
+    it: its last episode ended at the limit where it was submitted by a step other than
+    `submit()` (the implicit submit), else no episode reached it (one past the longest)."""
+    if budget is not None:
+        return max(budget, 1)
+    implicit = rec.submitted and bool(rec.action_labels) and rec.action_labels[-1] != "submit()"
+    if implicit:
+        return max(len(rec.actions), 1)
+    return max(map(len, [rec.actions, *rec.earlier_actions])) + 1
 
 
 def play(env, recorder: Recorder, rec: EpisodeRecord, actions: list, first: bool) -> None:

@@ -80,14 +80,27 @@ class KernelEnv(gym.Env):
     `log T_t - log T_{t-1}` over measured programs, a penalty per newly violated
     invariant (an obligation the checker could not decide counts as a violation: the
     program is refused, not run), a penalty for a numerical mismatch, a failed compile or an invalid
-    action, and on `submit` the bonus `log(T / T_library)`.
+    action, and on `submit` the bonus `log(T / T_library)`. The step that reaches the step
+    limit submits the current program implicitly: it pays, besides its own reward, exactly
+    what a `submit()` of that program would have paid (below the library a negative
+    bonus, or the unmeasured penalty), so never submitting earns no more than submitting.
+    `info["reward_terms"]` holds each term's share of the step's reward,
+    `info["submitted"]` says the step submitted (explicitly or at the limit),
+    `info["implicit_submit"]` that it was the limit's, and `info["submit_reward"]` what
+    submitting paid.
 
     ## Starting State
     The task's baseline program at a shape drawn from the split's shape suite with the
     environment's `np_random` (or `options={"shape": name or sizes}`).
 
     ## Episode End
-    `terminated` on `submit`; `truncated` after `max_episode_steps` (registration).
+    `terminated` on `submit`. The step that reaches the step limit (`max_episode_steps`:
+    the registration's or `gym.make(..., max_episode_steps=N)`'s, which the `StepLimit`
+    wrapper the registration adds over Gymnasium's `TimeLimit` hands to the env; or this
+    class's own argument) submits the current program implicitly (see Rewards) and
+    returns `truncated` and `terminated` both: the episode ends there as a submit ends it,
+    with nothing owed past it, so a learner must not bootstrap a value at that step.
+    After either, steps are refused until `reset`.
 
     ## Arguments
     `task` ("gemm"), `mode` ("discrete" | "text"), `measure` ("model": the analytic
@@ -107,7 +120,9 @@ class KernelEnv(gym.Env):
     restarts included; a check still running at its end is refused with a message and
     the invalid-action penalty, numerics still running are scored as a timeout; None: no
     bound), `check_shapes` (how many reduced shapes the numerics are checked at, or a
-    list of size mappings). Also accepted as one `env_config` mapping, as RLlib passes them.
+    list of size mappings), `max_episode_steps` (the env's own step limit, None: none but
+    the one `gym.make` hands it; with both, the smaller). Also accepted as one `env_config`
+    mapping, as RLlib passes them.
 
     ## Errors
     Nothing an agent sends raises: a bad action (wrong type, out of range, masked,
@@ -126,7 +141,9 @@ class KernelEnv(gym.Env):
     ## Version History
     - v0: first release. The catalogs grow under the same id (the committed boards and
       policies are re-run when they do): GEMM's gained `tile_m(16)`, `swap_ab` and
-      `stream_k` (45 discrete actions, two more configuration floats).
+      `stream_k` (45 discrete actions, two more configuration floats). The step that
+      reaches the step limit submits implicitly (before, a truncated episode earned no
+      submit term, so never submitting paid below the library).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -136,12 +153,13 @@ class KernelEnv(gym.Env):
                  correctness: str = "interpreter", render_mode: str | None = None,
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
-                 step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR):
+                 step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR,
+                 max_episode_steps: int | None = None):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
                                  check_shapes=check_shapes, step_timeout=step_timeout,
-                                 estimator=estimator)
+                                 estimator=estimator, max_episode_steps=max_episode_steps)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -149,7 +167,8 @@ class KernelEnv(gym.Env):
                                            evaluator=evaluator,
                                            correctness_timeout=correctness_timeout,
                                            check_shapes=check_shapes,
-                                           step_timeout=step_timeout, estimator=estimator),
+                                           step_timeout=step_timeout, estimator=estimator,
+                                           max_episode_steps=max_episode_steps),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -157,6 +176,9 @@ class KernelEnv(gym.Env):
             raise ValueError(f"step_timeout must be a positive number of seconds or None, "
                              f"got {step_timeout!r}")
         self.step_timeout = None if step_timeout is None else float(step_timeout)
+        self.max_episode_steps: int | None = None
+        if max_episode_steps is not None:
+            self.limit_steps(max_episode_steps)
         if mode not in ("discrete", "text"):
             raise ValueError(f"mode must be 'discrete' or 'text', got {mode!r}")
         if render_mode not in (None, "ansi"):
@@ -209,6 +231,17 @@ class KernelEnv(gym.Env):
         self.history: list[State] = []
         self.actions: list[str] = []
 
+    def limit_steps(self, max_episode_steps: int) -> None:
+        """Limit episodes to `max_episode_steps` steps (the smaller where a limit is set
+        already): the step that reaches it submits the current program implicitly.
+        `gym.make`'s `StepLimit` wrapper calls this with its `TimeLimit`'s limit."""
+        n = max_episode_steps
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"max_episode_steps must be a positive integer, got {n!r}")
+        n = int(n)
+        self.max_episode_steps = n if self.max_episode_steps is None else \
+            min(self.max_episode_steps, n)
+
     # ------------------------------------------------------------ copies and state
     def fork(self) -> "KernelEnv":
         """An independent copy of this environment at its current step (history, actions,
@@ -225,6 +258,8 @@ class KernelEnv(gym.Env):
             raise RuntimeError("env_state: call reset() first")
         kwargs = {k: v for k, v in self._init_kwargs.items() if isinstance(v, (str, int, float,
                                                                              type(None)))}
+        # the limit in force (gym.make's included): a replay ends where this episode did
+        kwargs["max_episode_steps"] = self.max_episode_steps
         return {"kwargs": kwargs, "shape": dict(self.sizes), "shape_name": self.case.name,
                 "actions": list(self.actions), "program": self.state.program.text,
                 "steps": self.steps}
@@ -284,7 +319,8 @@ class KernelEnv(gym.Env):
         # episode's best is reported against it (`info["regret"]`)
         self.best_known = best_known(self.task, self.sizes, getattr(self.target, "name", ""))
         self.steps = 0
-        self.ended = False  # submitted: later steps are refused until reset
+        self.ended = False  # submitted (or at the step limit): later steps are refused until reset
+        self._implicit = False
         self._mask = None
         return self._obs(), self._info(None, event=None)
 
@@ -327,14 +363,38 @@ class KernelEnv(gym.Env):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         self.steps += 1
-        from argus_env.reward import StepEvent
+        if getattr(self, "ended", False):  # a second submit must not earn a second bonus
+            why = ("reached its step limit (its program was submitted)"
+                   if getattr(self, "_implicit", False) else "ended with submit()")
+            obs, reward, _, trunc, info = self._refuse(
+                action, "ended", f"the episode {why}; call reset() to start another")
+            return obs, reward, True, trunc, info
+        obs, reward, terminated, truncated, info = self._step(action)
+        if not terminated and self.max_episode_steps is not None \
+                and self.steps >= self.max_episode_steps:
+            reward = self._submit_at_limit(reward, info)
+            terminated = truncated = True
+        return obs, reward, terminated, truncated, info
 
+    def _submit_at_limit(self, reward: float, info: dict) -> float:
+        """The step limit: submit the current program as `submit()` would (the same event,
+        so the same reward from every term: the submit bonus, or the unmeasured penalty
+        where the program is not measured correct), add it to the step's reward and its
+        terms, and end the episode."""
+        own = dict(getattr(self.reward_fn, "last", {}))
+        paid = float(self.reward_fn.update(self._event(Action("submit"), self.state)))
+        submit = dict(getattr(self.reward_fn, "last", {}))
+        if hasattr(self.reward_fn, "last"):
+            self.reward_fn.last = {k: own.get(k, 0.0) + submit.get(k, 0.0)
+                                   for k in {**own, **submit}}
+        self.ended, self._implicit = True, True
+        info.update(reward_terms=dict(getattr(self.reward_fn, "last", {})), submitted=True,
+                    implicit_submit=True, submit_reward=paid)
+        return float(reward) + paid
+
+    def _step(self, action):
         from ..task import TaskInterfaceError
         prev = self.state
-        if getattr(self, "ended", False):  # a second submit must not earn a second bonus
-            obs, reward, _, trunc, info = self._refuse(
-                action, "ended", "the episode ended with submit(); call reset() to start another")
-            return obs, reward, True, trunc, info
         try:
             act = self._parse(action)
             if act.kind == "transform":
@@ -374,8 +434,11 @@ class KernelEnv(gym.Env):
             self.best_frac = max(self.best_frac, self._frac(self.state.evaluation))
             self.best_tflops = max(self.best_tflops or 0.0, event.throughput)
         terminated = act.kind == "submit"
-        self.ended = terminated
-        return self._obs(), reward, terminated, False, self._info(act, event)
+        self.ended, self._implicit = terminated, False
+        info = self._info(act, event)
+        if terminated:
+            info.update(submitted=True, submit_reward=float(reward))
+        return self._obs(), reward, terminated, False, info
 
     def _refuse(self, action, kind: str, message: str, internal: bool = False):
         """Answer an action that could not be taken: the state stays, the penalty for an
@@ -509,6 +572,9 @@ class KernelEnv(gym.Env):
                 "correctness": ev.correctness or {}, "failure": ev.error, "failure_message": ev.message,
                 "action_mask": self.action_mask(), "program": self.state.program.text,
                 "best_frac_anchor": self.best_frac, "reward_terms": dict(self.reward_fn.last),
+                # this step submitted the program: `submit()`, or implicitly at the step
+                # limit (`implicit_submit`); `submit_reward`: what submitting paid
+                "submitted": False, "implicit_submit": False, "submit_reward": 0.0,
                 # NaN where the tables never measured the shape (a float either way)
                 "best_known_frac_anchor": (self.best_known or {}).get("frac_anchor", math.nan),
                 "regret": regret(self.best_frac, self.best_known)}

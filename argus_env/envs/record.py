@@ -69,7 +69,7 @@ class EpisodeRecord:
     rewards: list = field(default_factory=list)
     return_: float = 0.0
     steps: int = 0
-    submitted: bool = False
+    submitted: bool = False     # by submit(), or implicitly by the step at the step limit
     baseline_tflops: float | None = None
     best_tflops: float | None = None
     best_frac_anchor: float = 0.0
@@ -212,5 +212,7 @@ class Recorder:
         r.trace.append([r.env_steps, r.best_frac_anchor])
         self._final(info)
         r.step_tflops.append(r.final_tflops)
-        if info["action"] == "submit()":
+        # `submit()`, or the implicit submit of the step that reached the env's step limit
+        # (it paid the submit term; the episode ended on that program)
+        if info["action"] == "submit()" or info.get("submitted"):
             r.submitted = True

@@ -110,3 +110,38 @@ def test_argus_validate_exits_nonzero_at_the_first_divergence(tiny_results, tmp_
     assert main(["validate", str(tampered)]) == 1
     out = capsys.readouterr().out
     assert "tampered.jsonl:2" in out and "step 1: reward: expected 1.0" in out, out
+
+
+def test_a_record_that_ends_at_the_step_limit_replays_exactly():
+    """The step that reaches the step limit submits implicitly (its reward carries the
+    submit term): the replay is made with the limit the record shows (a bench line's
+    budget, else its last episode's length where it ended submitted by another action
+    than `submit()`), so it pays the same there and nowhere else."""
+    from argus_env.bench.validate import step_limit
+    from argus_env.envs.record import Recorder
+    env = gym.make("Argus-GEMM-v0", measure="table", max_episode_steps=2)
+    core = env.unwrapped
+    rec = Recorder(env, "test", 0)
+    _, info = env.reset(seed=0, options={"shape": "decode-16"})
+    rec.start(info)
+    for pair in (("tile_m", 128), ("warps", 8)):
+        a = core.catalog.index(pair)
+        _, reward, term, trunc, info = env.step(a)
+        rec.step(a, reward, info)
+    env.close()
+    record = rec.rec
+    assert term and trunc and info["implicit_submit"] and record.submitted
+    assert step_limit(record) == 2 and step_limit(record, budget=2) == 2
+    assert validate(record) == []
+    # the same actions claimed without the submit term: an agent that stopped there under
+    # a longer limit, which a record without its budget cannot rule out; a bench line's
+    # budget (its runner's limit) says that step paid it
+    unsubmitted = json.loads(record.to_json())
+    unsubmitted["submitted"] = False
+    unsubmitted["rewards"][-1] -= info["submit_reward"]
+    unsubmitted["return"] -= info["submit_reward"]
+    assert step_limit(R.record_of(unsubmitted)) == 3
+    assert validate(unsubmitted) == []
+    got = validate({**unsubmitted, "budget": 2})
+    assert {d.field for d in got} == {"reward", "return", "submitted"}, got
+    assert next(d for d in got if d.field == "reward").step == 2, got
