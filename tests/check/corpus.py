@@ -201,4 +201,18 @@ CORPUS += [
       "exactly_once", OWNED, SMS),
 ]
 
+# ---- fills: the masked lanes of a partial K tile (K = 80, BK = 32) hold what `A.where`
+# puts there, and a dot adds their products (float facts, SEMANTICS.md)
+FILLED = "acc = A.dot(A.where(ks[None, :] < K, a_tile, {a}), A.where(ks[:, None] < K, b_tile, {b}), acc)"
+CORPUS += [
+    M("where-fills-one-into-dot", "baseline", (LOOP_DOT, FILLED.format(a="1.0", b="1.0")),
+      "coverage"),
+    M("where-fill-against-scaled-fill", "baseline", (LOOP_DOT, FILLED.format(a="0.5", b="-2.0")),
+      "coverage"),
+    # the masked lanes are the zero fills plus one
+    M("where-fill-offsets-masked-lanes", "baseline",
+      (LOOP_DOT, "acc = A.dot(A.where(ks[None, :] < K, a_tile, a_tile + 1.0), "
+                 "A.where(ks[:, None] < K, b_tile, b_tile + 1.0), acc)"), "coverage"),
+]
+
 assert len({m.name for m in CORPUS}) == len(CORPUS), "mutation names must be unique"

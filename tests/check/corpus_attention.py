@@ -119,6 +119,24 @@ CORPUS += [
     M("rounds-output-accumulator", "baseline", (PV, "acc = A.cast(A.cast(" + PV[6:] + ", A.bf16), A.f32)"),
       "order", FULL),
 ]
+# fills: a masked score that `exp` does not take to 0 adds exp(fill - m) to the row sum and
+# its value row to the output (float facts, SEMANTICS.md)
+FILL = "s = A.where(keep, s, -1e+30)"
+CORPUS += [
+    M("mask-filled-with-zero", "baseline", (FILL, "s = A.where(keep, s, 0.0)"), "coverage"),
+    M("mask-filled-with-zero-full", "baseline", (FILL, "s = A.where(keep, s, 0.0)"), "coverage",
+      FULL),
+    M("mask-fill-not-inf-like", "baseline", (FILL, "s = A.where(keep, s, -1000.0)"), "coverage"),
+    M("expert-tail-filled-with-zero", "expert",
+      ("A.where((cols < SK)[None, :], s, -1e+30)", "A.where((cols < SK)[None, :], s, 0.0)"),
+      "coverage", FULL),
+    # the scores are masked, but the probabilities of the masked lanes are taken from the
+    # unmasked scores
+    M("probabilities-of-unmasked-scores", "baseline",
+      ((FILL, "s_all = s\n        " + FILL), ("p = A.exp(s - m_new[:, None])",
+                                                "p = A.exp(s_all - m_new[:, None])")),
+      "coverage", FULL),
+]
 assert len({m.name for m in CORPUS}) == len(CORPUS)
 
 #: rewrites that change nothing a program computes: never a violation (the first was a
