@@ -80,15 +80,28 @@ def with_facts(v: SV, facts: dict) -> SV:
     return v
 
 
+def _unique(xs) -> list:
+    seen, out = set(), []
+    for x in xs:
+        if x.get_id() not in seen:
+            seen.add(x.get_id())
+            out.append(x)
+    return out
+
+
 def _or(*xs):
-    xs = [x for x in xs if not _is_false(x)]
-    return Or(*xs) if xs else None
+    """`Or` of the doubts or facts given (None: false), None where all are false."""
+    xs = _unique([x for x in xs if not _is_false(x)])
+    if any(z3.is_true(x) for x in xs):
+        return TRUE
+    return (xs[0] if len(xs) == 1 else Or(*xs)) if xs else None
 
 
 def _and(*xs):
     if any(_is_false(x) for x in xs):
         return None
-    return And(*xs)
+    xs = _unique([x for x in xs if not z3.is_true(x)])
+    return (xs[0] if len(xs) == 1 else And(*xs)) if xs else TRUE
 
 
 def _shift(b, by: float):
@@ -232,8 +245,36 @@ def contracted(doubt_a: SV, doubt_b: SV) -> dict:
 
 
 def nonzero(x: SV):
-    """Where the element may be nonzero."""
-    return Not(x.zero) if x.zero is not None else TRUE
+    """Where the element may be nonzero (`not zero`, a double negation taken off: a masked
+    load's element is nonzero only where it is read)."""
+    if x.zero is None:
+        return TRUE
+    if z3.is_not(x.zero):
+        return x.zero.arg(0)
+    return Not(x.zero)
+
+
+def conjuncts(e) -> list:
+    """The conjuncts of `e` (nested `And`s flattened)."""
+    out, todo = [], [e]
+    while todo:
+        x = todo.pop()
+        if z3.is_and(x):
+            todo.extend(x.children())
+        else:
+            out.append(x)
+    return out
+
+
+def implies(a, b) -> bool:
+    """Whether `a` implies `b` syntactically: every conjunct of `b` is one of `a`'s (or `b`
+    is true). A cheap, sound test that spares a reduction lane's junk term where it is
+    empty by construction (a masked load is nonzero only where it carries its index)."""
+    if z3.is_true(b):
+        return True
+    mine = {c.get_id() for x in (a, simplify(a)) for c in conjuncts(x)}
+    return all(c.get_id() in mine for c in conjuncts(b)) or \
+        all(c.get_id() in mine for c in conjuncts(simplify(b)))
 
 
 def junk(lane, dom, shape_lane: int) -> Cov:
@@ -284,4 +325,4 @@ def _keeps_or_removes(got, mark) -> bool:
 
 __all__ = ["BOUND", "LOW_FILL", "EXP_ZERO", "JUNK", "constant", "unknown", "data",
            "with_facts", "add", "mul", "div", "neg", "minmax", "math_call", "reduced",
-           "contracted", "nonzero", "junk", "placeholder_facts", "loop_entry"]
+           "contracted", "nonzero", "conjuncts", "implies", "junk", "placeholder_facts", "loop_entry"]

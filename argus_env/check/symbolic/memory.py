@@ -322,18 +322,20 @@ def dot(ck, call: ir.Call) -> SV:
     cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], ge(lane, 0),
                                       lt(lane, k)), a2.tags[name][1], "sum")]
            for name in contracted}
-    if contracted:
-        # a lane where the contracted indices are missing adds a product of no data,
-        # unless an operand is zero there (a masked-off fill, exp of a -1e30 fill)
+    nza, nzb = floats.nonzero(a2), floats.nonzero(b2)
+    # a lane where the contracted indices are missing adds a product of no data, unless
+    # an operand is zero there (a masked-off fill, exp of a -1e30 fill); none where each
+    # operand is nonzero only where it carries them (masked loads), by construction
+    if contracted and not all(floats.implies(nza, a2.tags[n][0]) and
+                              floats.implies(nzb, b2.tags[n][0]) for n in contracted):
         # (read at lane 0 of the operands' own reductions: "some lane contributes" is
         # read existentially, and negated here it would be read for every lane)
         data = ck.fix_lanes(And(*[And(a2.tags[n][0], b2.tags[n][0]) for n in contracted]))
-        cov[JUNK] = [floats.junk(lane, And(Not(data), floats.nonzero(a2),
-                                           floats.nonzero(b2)), k)]
+        cov[JUNK] = [floats.junk(lane, And(Not(data), nza, nzb), k)]
     for side, other in ((a2, b2), (b2, a2)):  # junk an operand holds, times the other
         for t in side.cov.get(JUNK, []):
             cov.setdefault(JUNK, []).append(
-                Cov(t.bound + (lane,), And(t.dom, floats.nonzero(other), ge(lane, 0),
+                Cov(t.bound + (lane,), And(t.dom, nza if other is a2 else nzb, ge(lane, 0),
                                            lt(lane, k)), t.idx, "sum"))
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"

@@ -520,9 +520,11 @@ def _reduce_new(ck, e, x, axis):
             # present where some lane of the reduced axis carries it
             tags[n] = (And(subst(g, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]),
                        subst(v, [(lane, anyl)]))
-    if kind == "sum" and summed:  # a lane without the summed indices adds nothing
+    nz = floats.nonzero(x2)
+    if kind == "sum" and summed and not all(floats.implies(nz, g) for g in summed):
+        # a lane without the summed indices adds a value of no data unless it is zero
         cov.setdefault(JUNK, []).append(floats.junk(
-            lane, And(Not(ck.fix_lanes(And(*summed))), floats.nonzero(x2)), x.shape[axis]))
+            lane, And(Not(ck.fix_lanes(And(*summed))), nz), x.shape[axis]))
     out = SV(shape, None, tags, cov, x.carried, None)
     lane0 = substitution([(AXES[axis], z3.IntVal(0))] + pairs[1:])  # the first lane's
     floats.with_facts(out, floats.reduced(e.fn, x, lane0))
