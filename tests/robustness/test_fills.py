@@ -136,3 +136,22 @@ def test_the_zero_masked_attention_is_wrong_on_the_interpreter():
     for fill, ok in (("0.0", False), ("-1e+30", True)):
         program = _attention(fill, 1)
         assert oracle.check(program, ATTENTION, sizes, load(program, interpret=True)).ok is ok
+
+
+def _with_consts(text: str) -> str:
+    return text.replace("SCALE: A.const", "FILL: A.const = 1e30,\n    ONE: A.const = 1.0,\n"
+                        "    MONE: A.const = -1.0,\n    SCALE: A.const")
+
+
+@pytest.mark.parametrize("method", ["symbolic", "concrete"])
+def test_a_negated_constant_is_negated(method):
+    """`-ONE` is -1.0: the unary minus of a compile-time float changed its facts but kept
+    its value, so a score scaled by it was taken as scaled by +1 (masked lanes at +1e30,
+    exp of them infinite, taken as zero). A fill spelled `-FILL` is -inf-like."""
+    def check(old, new):
+        program = Program.from_text(_with_consts(ATT_BASE.replace(old, new)))
+        return check_program(program, _sizes(0), ATTENTION, method=method)
+    p_line = "p = A.exp(s - m_new[:, None])"
+    assert not check(p_line, "p = A.exp((s - m_new[:, None]) * (-ONE))").ok
+    assert check(p_line, "p = A.exp((s - m_new[:, None]) * (-MONE))").ok
+    assert check("s = A.where(keep, s, -1e+30)", "s = A.where(keep, s, -FILL)").ok

@@ -200,8 +200,9 @@ def unaryop(it, e: ir.UnaryOp) -> Val:
             value = np.logical_not(x.value)
         else:
             value = np.invert(x.value)
-    if e.op == "-":
-        return x.moved(value=value, carried=False, ff=floats.neg(floats.of(x)))
+    if e.op == "-":  # a compile-time float negated: its value too
+        return x.moved(value=value, carried=False, ff=floats.neg(floats.of(x)),
+                       fval=-x.fval if x.fval is not None else None)
     return x.moved(value=value, carried=False)
 
 

@@ -29,6 +29,7 @@ from ..pack import pack_of
 from ..report import CheckTimeout, CheckUnsupported, InvariantReport, Obligation, Violation
 from ..z3guard import exclusive
 from .digits import digits_form, selectors, twins
+from . import floats
 from .loops import run_loop
 from .radix import radix_form
 from .rules import effect, expr_rule
@@ -587,6 +588,8 @@ class Checker:
                 self.env[p.name] = SV((), _lit(p.default),
                                       fval=p.default if isinstance(p.default, float) else None,
                                       ctime=True)
+                if isinstance(p.default, float):  # a float constant's facts (-1e30: -inf-like)
+                    floats.with_facts(self.env[p.name], floats.constant(p.default))
             elif p.kind == "scalar":
                 self.env[p.name] = SV((), z3.Int(f"scalar_{p.name}") if p.dtype.startswith("i") else None,
                                       wide=p.dtype == "i64")

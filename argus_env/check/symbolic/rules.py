@@ -54,7 +54,11 @@ def expr_rule(ck, e: ir.Expr) -> SV:
             elif e.op in ("not", "~") and z3.is_bool(x.val):
                 val = Not(x.val)
         out = replace(x, val=val)
-        return floats.with_facts(out, floats.neg(x)) if e.op == "-" else out
+        if e.op != "-":
+            return out
+        # a compile-time float negated (`-SCALE`): its value too, not only its facts
+        return floats.with_facts(replace(out, fval=-x.fval if x.fval is not None else None),
+                                 floats.neg(x))
     if isinstance(e, ir.Subscript):
         return expand(ck, e)
     if isinstance(e, ir.Call):
