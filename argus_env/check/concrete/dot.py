@@ -59,7 +59,8 @@ def dot(it, e: ir.Call) -> Val:
         sets = {n: cov_union([v.cset[n] for v in (acc, product) if n in v.cset], shape)
                 for n in {**acc.cset, **product.cset}}
         out = Val(shape, None, tags, cov, sets, layout)
-    out.ff = floats.contracted(floats.of(a), floats.of(b), shape)
+    out.ff = floats.contracted(floats.of(a), floats.of(b), shape, a.shape[-1],
+                               None if acc is None else floats.of(acc, shape))
     junk = _junk(a, b)
     if acc is not None and acc.junk is not None:
         junk = junk | np.broadcast_to(acc.junk, shape)
@@ -71,8 +72,14 @@ def dot(it, e: ir.Call) -> Val:
 def _junk(a: Val, b: Val) -> np.ndarray:
     """Output elements a lane of no data adds to (`floats`): a lane where a contracted
     name is missing on either side and neither operand is zero, or an operand's own junk
-    times a nonzero element of the other."""
-    nza, nzb = ~floats.of(a).zero, ~floats.of(b).zero
+    times a nonzero element of the other. A zero makes the product zero only against a
+    value within the bound (0 * inf is NaN): where an operand doubts, lanes are read per
+    output element."""
+    fa, fb = floats.of(a), floats.of(b)
+    da, db = fa.maylow | fa.mayhigh, fb.maylow | fb.mayhigh
+    if da.any() or db.any():
+        return _junk3(a, b, fa, fb, da, db)
+    nza, nzb = ~fa.zero, ~fb.zero
     out = np.zeros((a.shape[0], b.shape[1]), dtype=bool)
     for name in [n for n in a.tags if n in b.tags]:
         ha, hb = a.tags[name].has, b.tags[name].has
@@ -84,6 +91,24 @@ def _junk(a: Val, b: Val) -> np.ndarray:
         out |= (np.asarray(a.junk, dtype=F32) @ nzb.astype(F32)) > 0
     if b.junk is not None:
         out |= (nza.astype(F32) @ np.asarray(b.junk, dtype=F32)) > 0
+    return out
+
+
+def _junk3(a: Val, b: Val, fa, fb, da, db) -> np.ndarray:
+    """`_junk` per (row, lane, column), where an operand doubts."""
+    nza = (~fa.zero)[:, :, None] | db[None, :, :]
+    nzb = (~fb.zero)[None, :, :] | da[:, :, None]
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=bool)
+    for name in [n for n in a.tags if n in b.tags]:
+        ha, hb = a.tags[name].has, b.tags[name].has
+        if not (varies(a.tags[name].val, 1) or varies(b.tags[name].val, 0)):
+            continue
+        miss = ~np.asarray(ha, dtype=bool)[:, :, None] | ~np.asarray(hb, dtype=bool)[None, :, :]
+        out |= (nza & nzb & miss).any(axis=1)
+    if a.junk is not None:
+        out |= (np.asarray(a.junk, dtype=bool)[:, :, None] & nzb).any(axis=1)
+    if b.junk is not None:
+        out |= (nza & np.asarray(b.junk, dtype=bool)[None, :, :]).any(axis=1)
     return out
 
 

@@ -20,6 +20,8 @@ BOUND = 2.0 ** 64
 LOW_FILL = 2.0 ** 70
 EXP_ZERO = 1100.0
 KEEP = LOW_FILL / 2   # a bound that falls below this is no longer a fill
+MAG_LIMIT = 16.0      # a magnitude (log2 of what constants carry data by) that may leave
+F16_MAG = 15.0        # the bound; one past which a cast to f16 may overflow
 
 
 @dataclass
@@ -29,10 +31,32 @@ class Facts:
     high: np.ndarray     # float64: L where at least L, else 0
     maylow: np.ndarray   # bool
     mayhigh: np.ndarray  # bool
+    mag: float = 0.0     # the tile's magnitude (symbolic/floats.py), one number
+
+    def __post_init__(self) -> None:
+        if self.mag >= MAG_LIMIT:  # may lie beyond the bound, both ways
+            yes = np.ones(np.shape(self.maylow), dtype=bool)
+            self.maylow, self.mayhigh = yes, yes.copy()
 
     def map(self, fn) -> "Facts":
         return Facts(fn(self.zero), fn(self.low), fn(self.high), fn(self.maylow),
-                     fn(self.mayhigh))
+                     fn(self.mayhigh), self.mag)
+
+
+def _grow(m: float, n: int) -> float:
+    return m + math.log2(n) if m > 0 and n > 1 else m
+
+
+def _plus(a: float, b: float) -> float:
+    return max(a, b) + (1.0 if min(a, b) > 0 else 0.0)
+
+
+def _exp_mag(m: float, base2: bool) -> float:
+    if m <= 0:
+        return 0.0
+    if m > 30:
+        return math.inf
+    return 2.0 ** m * (1.0 if base2 else math.log2(math.e))
 
 
 def of(v, shape=None) -> Facts:
@@ -57,7 +81,8 @@ def constant(c: float, shape=()) -> Facts:
     big = not (abs(c) < BOUND)
     return Facts(full(c == 0), full(-c if c <= -LOW_FILL else 0.0),
                  full(c if c >= LOW_FILL else 0.0), full(big and not c > 0),
-                 full(big and not c < 0))
+                 full(big and not c < 0),
+                 0.0 if big or c == 0 else max(0.0, math.log2(abs(c))))
 
 
 def unknown(shape) -> Facts:
@@ -82,7 +107,8 @@ def add(x: Facts, y: Facts, negate_y: bool) -> Facts:
                      np.where(~x.mayhigh, _keep(ylow - BOUND), 0.0))
     high = np.maximum(np.where(~ymaylow, _keep(x.high - BOUND), 0.0),
                       np.where(~x.maylow, _keep(yhigh - BOUND), 0.0))
-    return Facts(x.zero & y.zero, low, high, x.maylow | ymaylow, x.mayhigh | ymayhigh)
+    return Facts(x.zero & y.zero, low, high, x.maylow | ymaylow, x.mayhigh | ymayhigh,
+                 _plus(x.mag, y.mag))
 
 
 def mul(x: Facts, y: Facts, fx: float | None, fy: float | None) -> Facts:
@@ -98,10 +124,11 @@ def mul(x: Facts, y: Facts, fx: float | None, fy: float | None) -> Facts:
             if abs(c) > 1:
                 either = maylow | mayhigh | (abs(c) >= 2 ** 16)
                 maylow = mayhigh = either
-            return Facts(zero, low, high, np.asarray(maylow), np.asarray(mayhigh))
+            return Facts(zero, low, high, np.asarray(maylow), np.asarray(mayhigh),
+                         max(0.0, v.mag + math.log2(abs(c))))
     doubt = x.maylow | x.mayhigh | y.maylow | y.mayhigh
     z = np.zeros(zero.shape)
-    return Facts(zero, z, z, doubt, doubt)
+    return Facts(zero, z, z, doubt, doubt, x.mag + y.mag)
 
 
 def div(x: Facts, y: Facts, fy: float | None) -> Facts:
@@ -111,28 +138,32 @@ def div(x: Facts, y: Facts, fy: float | None) -> Facts:
 
 
 def neg(x: Facts) -> Facts:
-    return Facts(x.zero, x.high, x.low, x.mayhigh, x.maylow)
+    return Facts(x.zero, x.high, x.low, x.mayhigh, x.maylow, x.mag)
 
 
 def minmax(fn: str, x: Facts, y: Facts) -> Facts:
+    mag = max(x.mag, y.mag)
     if fn == "maximum":
         return Facts(x.zero & y.zero, np.minimum(x.low, y.low), np.maximum(x.high, y.high),
-                     x.maylow & y.maylow, x.mayhigh | y.mayhigh)
+                     x.maylow & y.maylow, x.mayhigh | y.mayhigh, mag)
     return Facts(x.zero & y.zero, np.maximum(x.low, y.low), np.minimum(x.high, y.high),
-                 x.maylow | y.maylow, x.mayhigh & y.mayhigh)
+                 x.maylow | y.maylow, x.mayhigh & y.mayhigh, mag)
 
 
 def math_call(fn: str, x: Facts) -> Facts:
     shape = x.zero.shape
     no, z = np.zeros(shape, dtype=bool), np.zeros(shape)
+    nan = x.maylow & x.mayhigh  # a NaN stays NaN
     if fn in ("exp", "exp2"):
-        return Facts(x.low >= EXP_ZERO, z, z, no, x.mayhigh.copy())
+        return Facts(x.low >= EXP_ZERO, z, z, nan, x.mayhigh.copy(),
+                     _exp_mag(x.mag, fn == "exp2"))
     if fn == "sigmoid":
-        return Facts(no, z, z, no, no)
-    if fn == "sqrt":
-        return Facts(x.zero, z, z, no, x.mayhigh | x.maylow)
+        return Facts(no, z, z, nan, nan.copy())
+    if fn == "sqrt":  # of a negative number: NaN
+        doubt = x.mayhigh | x.maylow | ~x.zero
+        return Facts(x.zero, z, z, doubt, doubt.copy(), x.mag / 2)
     if fn == "abs":
-        return Facts(x.zero, z, np.maximum(x.low, x.high), no, x.maylow | x.mayhigh)
+        return Facts(x.zero, z, np.maximum(x.low, x.high), nan, x.maylow | x.mayhigh, x.mag)
     return unknown(shape)
 
 
@@ -140,7 +171,7 @@ def select(cond: np.ndarray, x: Facts, y: Facts) -> Facts:
     return Facts(*(np.where(cond, a, b) for a, b in
                    ((x.zero, y.zero), (np.where(cond, x.low, 0.0), np.where(cond, 0.0, y.low)),
                     (np.where(cond, x.high, 0.0), np.where(cond, 0.0, y.high)),
-                    (x.maylow, y.maylow), (x.mayhigh, y.mayhigh))))
+                    (x.maylow, y.maylow), (x.mayhigh, y.mayhigh))), mag=max(x.mag, y.mag))
 
 
 def reduced(fn: str, x: Facts, ax: int) -> Facts:
@@ -148,17 +179,38 @@ def reduced(fn: str, x: Facts, ax: int) -> Facts:
     shape = x.zero.shape[:ax] + x.zero.shape[ax + 1:]
     no, z = np.zeros(shape, dtype=bool), np.zeros(shape)
     if fn == "max":
-        return Facts(no, z, x.high.max(axis=ax), x.maylow.all(axis=ax), x.mayhigh.any(axis=ax))
+        return Facts(no, z, x.high.max(axis=ax), x.maylow.all(axis=ax), x.mayhigh.any(axis=ax),
+                     x.mag)
     if fn == "min":
-        return Facts(no, x.low.max(axis=ax), z, x.maylow.any(axis=ax), x.mayhigh.all(axis=ax))
+        return Facts(no, x.low.max(axis=ax), z, x.maylow.any(axis=ax), x.mayhigh.all(axis=ax),
+                     x.mag)
     doubt = (x.maylow | x.mayhigh).any(axis=ax)
-    return Facts(no, z, z, doubt, doubt)
+    return Facts(no, z, z, doubt, doubt, _grow(x.mag, x.zero.shape[ax]))
 
 
-def contracted(a: Facts, b: Facts, shape) -> Facts:
+def contracted(a: Facts, b: Facts, shape, k: int = 1, acc: Facts | None = None) -> Facts:
     doubt = bool(a.maylow.any() or a.mayhigh.any() or b.maylow.any() or b.mayhigh.any())
     no = np.zeros(shape, dtype=bool)
-    return Facts(no, np.zeros(shape), np.zeros(shape), no | doubt, no | doubt)
+    mag = _grow(a.mag + b.mag, k)
+    low, high = no | doubt, no | doubt
+    if acc is not None:  # the accumulator's doubts go on
+        low = low | acc.maylow | acc.mayhigh
+        high = low.copy()
+        mag = _plus(mag, acc.mag)
+    return Facts(no, np.zeros(shape), np.zeros(shape), low, high, mag)
+
+
+def cast(x: Facts, dtype: str) -> Facts:
+    """A cast to f16 of a magnitude past `F16_MAG` may overflow."""
+    if dtype == "f16" and x.mag > F16_MAG:
+        yes = np.ones(x.zero.shape, dtype=bool)
+        return Facts(x.zero, x.low, x.high, yes, yes.copy(), x.mag)
+    return x
+
+
+def written(x: Facts) -> bool:
+    """Whether a stored value brings doubts back to a later launch's load."""
+    return bool(x.maylow.any() or x.mayhigh.any() or x.mag > 0)
 
 
 def compare(op: str, x: Facts, fy: float | None) -> np.ndarray | None:
@@ -172,4 +224,4 @@ def compare(op: str, x: Facts, fy: float | None) -> np.ndarray | None:
 
 
 __all__ = ["Facts", "of", "junk_of", "constant", "unknown", "data", "add", "mul", "div", "neg",
-           "minmax", "math_call", "select", "reduced", "contracted", "compare"]
+           "minmax", "math_call", "select", "reduced", "contracted", "cast", "written", "compare"]

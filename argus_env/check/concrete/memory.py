@@ -131,6 +131,10 @@ def load(it, e: ir.Call) -> Val:
     for tw in it.sh.memory.get(ref.param.name, ()):  # written by a finished launch
         for name, c in tw.read(ref.flat(), active & ref.in_bounds()).items():
             out.cov[name] = cov_sum([out.cov[name], c], ref.shape) if name in out.cov else c
+        if tw.written_doubt is not None and out.ff is not None:  # its doubts come back
+            yes = np.ones(ref.shape, dtype=bool)
+            out.ff = floats.Facts(out.ff.zero, out.ff.low, out.ff.high, yes, yes.copy(),
+                                  max(out.ff.mag, tw.written_doubt))
         if tw.written_junk is not None:
             junk = tw.written_junk[ref.flat()] & active & ref.in_bounds()
             out.junk = junk if out.junk is None else out.junk | junk
@@ -172,6 +176,8 @@ class TensorWrites:
     written_cov: dict[str, Cov] = field(default_factory=dict)
     #: elements written with junk (`floats`), read back with the coverage
     written_junk: np.ndarray | None = None
+    #: a value that doubts (`floats.written`) was written: its magnitude (None: none was)
+    written_doubt: float | None = None
     keep: bool = False
     #: the invariant pack's own record of this tensor's writes (its `concrete_write` hook
     #: fills it, its `concrete_outputs` hook reads it): numpy arrays and lists, copied with
@@ -207,6 +213,7 @@ class TensorWrites:
         out.atomic_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.atomic_cov.items()}
         out.written_cov = {n: Cov(c.lo, c.counts.copy()) for n, c in self.written_cov.items()}
         out.written_junk = None if self.written_junk is None else self.written_junk.copy()
+        out.written_doubt = self.written_doubt
         out.atomic_line = self.atomic_line
         out.pack_records = {k: _copied(v) for k, v in self.pack_records.items()}
         return out
@@ -255,6 +262,8 @@ def store(it, e: ir.Call) -> None:
     if tw.keep:  # a later launch reads this tensor: remember what each element covers
         for name, c in v.cov.items():
             tw.add_coverage(name, idx, Cov(c.lo, c.counts[written]), into=tw.written_cov)
+        if v.value is None and floats.written(floats.of(v)):
+            tw.written_doubt = max(tw.written_doubt or 0.0, floats.of(v).mag)
         if v.junk is not None and v.junk[written].any():
             if tw.written_junk is None:
                 tw.written_junk = np.zeros(tw.stores.size, dtype=bool)

@@ -287,7 +287,10 @@ def cast(it, e: ir.Call) -> Val:
         value = x.value != 0
     elif x.value is not None and name in ("i32", "i64"):
         value = x.value.astype(np.int64)
-    return finalise(it, x.moved(value=value, tags=dict(x.tags)), e.loc.line, rounded(x, name))
+    ff = floats.cast(floats.of(x), name) if x.ff is not None and name not in ("i1", "i32", "i64") \
+        else x.ff
+    return finalise(it, x.moved(value=value, tags=dict(x.tags), ff=ff), e.loc.line,
+                    rounded(x, name))
 
 
 def float_unary(it, e: ir.Call) -> Val:

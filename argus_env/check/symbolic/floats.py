@@ -42,6 +42,12 @@ BOUND = 2.0 ** 64
 LOW_FILL = 2.0 ** 70
 #: `exp` / `exp2` of a value at most -EXP_ZERO is exactly 0 in every float precision
 EXP_ZERO = 1100.0
+#: a value whose magnitude `mag` (log2 of what constants multiplied data by) reaches this
+#: may lie beyond the bound (the 2^16 of a large factor, `mul`)
+MAG_LIMIT = 16.0
+#: f16's largest finite value is 65504 (about 2^16): a cast there of a value of
+#: magnitude past this may overflow to inf
+F16_MAG = 15.0
 
 TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
 
@@ -61,23 +67,43 @@ def constant(v: float) -> dict:
     big = not (abs(v) < BOUND)  # inf and nan too
     return dict(zero=TRUE if v == 0 else None, low=low, high=high,
                 maylow=TRUE if big and not v > 0 else None,
-                mayhigh=TRUE if big and not v < 0 else None)
+                mayhigh=TRUE if big and not v < 0 else None,
+                mag=0.0 if big or v == 0 else max(0.0, math.log2(abs(v))))
 
 
 def unknown() -> dict:
     """Facts of a value the checker cannot follow."""
-    return dict(zero=None, low=None, high=None, maylow=TRUE, mayhigh=TRUE)
+    return dict(zero=None, low=None, high=None, maylow=TRUE, mayhigh=TRUE, mag=0.0)
 
 
 def data(zero=None) -> dict:
     """Facts of loaded data (bounded), zero where `zero` holds."""
-    return dict(zero=zero, low=None, high=None, maylow=None, mayhigh=None)
+    return dict(zero=zero, low=None, high=None, maylow=None, mayhigh=None, mag=0.0)
 
 
 def with_facts(v: SV, facts: dict) -> SV:
+    """`v` with `facts`; a magnitude at `MAG_LIMIT` or past it doubts both ways."""
     for k, x in facts.items():
         setattr(v, k, x)
+    if v.mag >= MAG_LIMIT:
+        v.maylow = v.mayhigh = TRUE
     return v
+
+
+def _grow(m: float, n: int) -> float:
+    """The magnitude of a sum of `n` values of magnitude `m` (data stays data: the bound's
+    assumption covers sums of data)."""
+    return m + math.log2(n) if m > 0 and n > 1 else m
+
+
+def _exp_mag(m: float, base2: bool) -> float:
+    """The magnitude of `exp` / `exp2` of a value of magnitude `m`: of data, data (the
+    assumption); else at most 2^(2^m) (times log2(e))."""
+    if m <= 0:
+        return 0.0
+    if m > 30:
+        return math.inf
+    return 2.0 ** m * (1.0 if base2 else math.log2(math.e))
 
 
 def _unique(xs) -> list:
@@ -150,8 +176,9 @@ def add(x: SV, y: SV, negate_y: bool) -> dict:
                 _guarded(_shift(ylow, BOUND), _not_beyond(x.mayhigh)))
     high = _join(_guarded(_shift(x.high, BOUND), _not_beyond(ymaylow)),
                  _guarded(_shift(yhigh, BOUND), _not_beyond(x.maylow)))
+    mag = max(x.mag, y.mag) + (1.0 if min(x.mag, y.mag) > 0 else 0.0)
     return dict(zero=_and(x.zero, y.zero), low=low, high=high,
-                maylow=_or(x.maylow, ymaylow), mayhigh=_or(x.mayhigh, ymayhigh))
+                maylow=_or(x.maylow, ymaylow), mayhigh=_or(x.mayhigh, ymayhigh), mag=mag)
 
 
 def _guarded(b, cond):
@@ -176,9 +203,11 @@ def mul(x: SV, y: SV, fx: float | None, fy: float | None) -> dict:
                 maylow, mayhigh = v.mayhigh, v.maylow
             if abs(c) > 1:  # a large factor can carry a bounded value past the bound
                 maylow = mayhigh = _or(maylow, mayhigh, None if abs(c) < 2 ** 16 else TRUE)
-            return dict(zero=zero, low=low, high=high, maylow=maylow, mayhigh=mayhigh)
+            return dict(zero=zero, low=low, high=high, maylow=maylow, mayhigh=mayhigh,
+                        mag=max(0.0, v.mag + math.log2(abs(c))))
     doubt = _or(x.maylow, x.mayhigh, y.maylow, y.mayhigh)
-    return dict(zero=zero, low=None, high=None, maylow=doubt, mayhigh=doubt)
+    return dict(zero=zero, low=None, high=None, maylow=doubt, mayhigh=doubt,
+                mag=x.mag + y.mag)
 
 
 def div(x: SV, y: SV, fy: float | None) -> dict:
@@ -188,37 +217,49 @@ def div(x: SV, y: SV, fy: float | None) -> dict:
 
 
 def neg(x: SV) -> dict:
-    return dict(zero=x.zero, low=x.high, high=x.low, maylow=x.mayhigh, mayhigh=x.maylow)
+    return dict(zero=x.zero, low=x.high, high=x.low, maylow=x.mayhigh, mayhigh=x.maylow,
+                mag=x.mag)
 
 
 def minmax(fn: str, x: SV, y: SV) -> dict:
-    """`A.maximum` / `A.minimum` of two values."""
+    """`A.maximum` / `A.minimum` of two values (a NaN operand gives the other one, as
+    Triton's `maximum` does)."""
+    mag = max(x.mag, y.mag)
     if fn == "maximum":
         return dict(zero=_and(x.zero, y.zero), low=_meet(x.low, y.low),
                     high=_join(x.high, y.high), maylow=_and(x.maylow, y.maylow),
-                    mayhigh=_or(x.mayhigh, y.mayhigh))
+                    mayhigh=_or(x.mayhigh, y.mayhigh), mag=mag)
     return dict(zero=_and(x.zero, y.zero), low=_join(x.low, y.low),
                 high=_meet(x.high, y.high), maylow=_or(x.maylow, y.maylow),
-                mayhigh=_and(x.mayhigh, y.mayhigh))
+                mayhigh=_and(x.mayhigh, y.mayhigh), mag=mag)
 
 
 def math_call(fn: str, x: SV) -> dict:
-    """`exp`, `exp2`, `log`, `log2`, `sqrt`, `sigmoid`, `abs` of a value."""
+    """`exp`, `exp2`, `log`, `log2`, `sqrt`, `sigmoid`, `abs` of a value.
+
+    A NaN is doubted both ways (a NaN constant, inf - inf, 0 * inf all are), and these
+    keep it NaN: where the operand doubts both ways, so does the result. `sqrt` of a
+    negative number is NaN, and signs are not followed: it doubts wherever it is not 0.
+    `exp` of a value of constants (`where(mask, 0.0, 1000.0)`) can overflow: its
+    magnitude grows (`_exp_mag`)."""
+    nan = _and(x.maylow, x.mayhigh)
     if fn in ("exp", "exp2"):
         zero = x.low[0] if x.low is not None and x.low[1] >= EXP_ZERO else None
-        return dict(zero=zero, low=None, high=None, maylow=None, mayhigh=_or(x.mayhigh))
+        return dict(zero=zero, low=None, high=None, maylow=nan, mayhigh=_or(x.mayhigh),
+                    mag=_exp_mag(x.mag, fn == "exp2"))
     if fn == "sigmoid":
-        return data()
+        return dict(data(), maylow=nan, mayhigh=nan)
     if fn == "sqrt":
-        return dict(zero=x.zero, low=None, high=None, maylow=None,
-                    mayhigh=_or(x.mayhigh, x.maylow))
+        doubt = _or(x.mayhigh, x.maylow, nonzero(x))
+        return dict(zero=x.zero, low=None, high=None, maylow=doubt, mayhigh=doubt,
+                    mag=x.mag / 2)
     if fn == "abs":
-        return dict(zero=x.zero, low=None, high=_join(x.low, x.high), maylow=None,
-                    mayhigh=_or(x.maylow, x.mayhigh))
+        return dict(zero=x.zero, low=None, high=_join(x.low, x.high), maylow=nan,
+                    mayhigh=_or(x.maylow, x.mayhigh), mag=x.mag)
     return unknown()  # log of 0 is -inf
 
 
-def reduced(fn: str, x: SV, lane0) -> dict:
+def reduced(fn: str, x: SV, lane0, n: int = 1) -> dict:
     """Facts of `A.max` / `A.min` / `A.sum` over an axis; `lane0` maps a formula of the
     reduced element to the reduction's first lane (a witness: a maximum is at least the
     first lane's value)."""
@@ -229,19 +270,31 @@ def reduced(fn: str, x: SV, lane0) -> dict:
     if fn == "max":  # at least the first lane's value
         return dict(zero=None, low=None, high=at0(x.high),
                     maylow=lane0(x.maylow) if x.maylow is not None else None,
-                    mayhigh=TRUE if x.mayhigh is not None else None)
+                    mayhigh=TRUE if x.mayhigh is not None else None, mag=x.mag)
     if fn == "min":
         return dict(zero=None, low=at0(x.low), high=None,
                     maylow=TRUE if x.maylow is not None else None,
-                    mayhigh=lane0(x.mayhigh) if x.mayhigh is not None else None)
-    return dict(zero=None, low=None, high=None, maylow=anydoubt, mayhigh=anydoubt)
+                    mayhigh=lane0(x.mayhigh) if x.mayhigh is not None else None, mag=x.mag)
+    return dict(zero=None, low=None, high=None, maylow=anydoubt, mayhigh=anydoubt,
+                mag=_grow(x.mag, n))
 
 
-def contracted(doubt_a: SV, doubt_b: SV) -> dict:
-    """Facts of a `dot`'s result (bounded where both operands are)."""
+def contracted(doubt_a: SV, doubt_b: SV, k: int = 1, acc: SV | None = None) -> dict:
+    """Facts of a `dot`'s result (bounded where both operands are), plus `acc`'s."""
     doubt = TRUE if _or(doubt_a.maylow, doubt_a.mayhigh, doubt_b.maylow,
                         doubt_b.mayhigh) is not None else None
-    return dict(zero=None, low=None, high=None, maylow=doubt, mayhigh=doubt)
+    mag = _grow(doubt_a.mag + doubt_b.mag, k)
+    if acc is not None:
+        doubt = _or(doubt, acc.maylow, acc.mayhigh)
+        mag = max(mag, acc.mag) + (1.0 if min(mag, acc.mag) > 0 else 0.0)
+    return dict(zero=None, low=None, high=None, maylow=doubt, mayhigh=doubt, mag=mag)
+
+
+def cast(x: SV, dtype: str) -> dict | None:
+    """Facts of a cast to `dtype`: to f16, a magnitude past `F16_MAG` may overflow."""
+    if dtype == "f16" and x.mag > F16_MAG:
+        return dict(maylow=TRUE, mayhigh=TRUE)
+    return None
 
 
 def nonzero(x: SV):
@@ -252,6 +305,16 @@ def nonzero(x: SV):
     if z3.is_not(x.zero):
         return x.zero.arg(0)
     return Not(x.zero)
+
+
+def nonzero_against(x: SV, other: SV):
+    """Where `x` does not make a product with `other` zero: `nonzero(x)`, or where
+    `other` may lie beyond the bound (0 * inf and 0 * NaN are NaN)."""
+    doubt = _or(other.maylow, other.mayhigh)
+    nz = nonzero(x)
+    if doubt is None or z3.is_true(nz):
+        return nz
+    return TRUE if z3.is_true(doubt) else Or(nz, doubt)
 
 
 def conjuncts(e) -> list:
@@ -289,7 +352,8 @@ def placeholder_facts(init: SV, tag: str) -> tuple[dict, z3.BoolRef]:
     first = z3.Bool(f"first_{tag}")
     facts = dict(zero=_and(first, init.zero),
                  low=_guarded(init.low, first), high=_guarded(init.high, first),
-                 maylow=z3.Bool(f"maylow_{tag}"), mayhigh=z3.Bool(f"mayhigh_{tag}"))
+                 maylow=z3.Bool(f"maylow_{tag}"), mayhigh=z3.Bool(f"mayhigh_{tag}"),
+                 mag=init.mag)
     return facts, first
 
 
@@ -300,9 +364,12 @@ def loop_entry(init: SV, out: SV, placeholder: SV, first, t, at) -> dict:
     did: a running maximum) is at iteration t at most the initial one, and after the
     first iteration at most what the first iteration left (by induction: the doubt at
     t + 1 implies the doubt at t); any other doubt is one everywhere. Facts (zero, low,
-    high) hold at the first iteration only."""
+    high) hold at the first iteration only. The magnitude is the initial one where the
+    body, from it, does not grow it (a fixpoint); else (`w = w * w`) it doubts both ways."""
     facts = dict(zero=_and(t == 0, init.zero), low=_guarded(init.low, t == 0),
-                 high=_guarded(init.high, t == 0))
+                 high=_guarded(init.high, t == 0), mag=init.mag)
+    if out.mag > init.mag:
+        return dict(facts, maylow=TRUE, mayhigh=TRUE)
     for name in ("maylow", "mayhigh"):
         got, mark, start = getattr(out, name), getattr(placeholder, name), getattr(init, name)
         if _is_false(start) and (_is_false(got) or _keeps_or_removes(got, mark)):
@@ -325,4 +392,4 @@ def _keeps_or_removes(got, mark) -> bool:
 
 __all__ = ["BOUND", "LOW_FILL", "EXP_ZERO", "JUNK", "constant", "unknown", "data",
            "with_facts", "add", "mul", "div", "neg", "minmax", "math_call", "reduced",
-           "contracted", "nonzero", "conjuncts", "implies", "junk", "placeholder_facts", "loop_entry"]
+           "contracted", "cast", "nonzero", "nonzero_against", "conjuncts", "implies", "junk", "placeholder_facts", "loop_entry"]

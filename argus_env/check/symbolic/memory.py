@@ -13,6 +13,7 @@ from ...ir.printer import print_expr
 from ..pack import JUNK
 from ..report import CheckUnsupported
 from . import floats
+from .floats import TRUE as TRUE_
 from .coverage import exactly_once, unique
 from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
@@ -135,7 +136,14 @@ def load(ck, call: ir.Call) -> SV:
         val = If(a.live, data, int_val(fill))
     out = SV(a.shape, val, tags, carried_coverage(ck, a), wide=a.tensor.dtype == "i64")
     # a masked-off float element is the zero fill (`_zero_fill` refuses any other)
-    return floats.with_facts(out, floats.data(None if val is not None else Not(a.live)))
+    floats.with_facts(out, floats.data(None if val is not None else Not(a.live)))
+    if val is None:  # what a finished launch wrote there: its doubts come back
+        for w in ck.memory:
+            if w.tensor == a.tensor.name and (w.value.maylow is not None or
+                                              w.value.mayhigh is not None or w.value.mag > 0):
+                floats.with_facts(out, dict(maylow=TRUE_, mayhigh=TRUE_,
+                                            mag=max(out.mag, w.value.mag)))
+    return out
 
 
 def _zero_fill(ck, call: ir.Call, a) -> None:
@@ -322,7 +330,9 @@ def dot(ck, call: ir.Call) -> SV:
     cov = {name: [Cov((lane,), And(live, a2.tags[name][0], b2.tags[name][0], ge(lane, 0),
                                       lt(lane, k)), a2.tags[name][1], "sum")]
            for name in contracted}
-    nza, nzb = floats.nonzero(a2), floats.nonzero(b2)
+    # an operand's zero makes the product zero only where the other is within the bound
+    # (0 * inf, 0 * NaN are NaN): nza is where a's zero does not, nzb the same of b
+    nza, nzb = floats.nonzero_against(a2, b2), floats.nonzero_against(b2, a2)
     # a lane where the contracted indices are missing adds a product of no data, unless
     # an operand is zero there (a masked-off fill, exp of a -1e30 fill); none where each
     # operand is nonzero only where it carries them (masked loads), by construction
@@ -339,11 +349,13 @@ def dot(ck, call: ir.Call) -> SV:
                                            lt(lane, k)), t.idx, "sum"))
     acc = call.arg("acc")
     frag = call.arg("mma").name if isinstance(call.arg("mma"), ir.Symbol) else "mma"
-    out = floats.with_facts(SV(shape, None, tags, cov, False, frag), floats.contracted(a, b))
+    out = floats.with_facts(SV(shape, None, tags, cov, False, frag), floats.contracted(a, b, k))
     for rule in ck.pack.dot if ck.pack is not None else ():
         rule(ck, out, shape, what)
     if acc is not None and not (isinstance(acc, ir.Const) and acc.value is None):
         c = align(ck.expr(acc), shape)
+        # the accumulator's own doubts go on (an inf in it stays inf)
+        floats.with_facts(out, floats.contracted(a, b, k, c))
         check_added(ck, c, out.cov, shape, what)  # accumulating into a finished sum
         out.tags = union_tags(ck, [c, out], shape, what) if c.tags else out.tags
         out.cov = add_cov(c.cov, out.cov)

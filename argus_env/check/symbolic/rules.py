@@ -441,7 +441,8 @@ def _cast(ck, e):
                   wide=dtype.is_int and dtype.bits == 64)
     if dtype.name in NARROW:  # a sum rounded to storage precision is complete
         finalise(ck, out, sums(x), f"rounded to {dtype.name}")
-    return out
+    facts = floats.cast(x, dtype.name) if not dtype.is_int else None
+    return floats.with_facts(out, facts) if facts else out
 
 
 def _trans(ck, e):
@@ -531,7 +532,7 @@ def _reduce_new(ck, e, x, axis):
             lane, And(Not(ck.fix_lanes(And(*summed))), nz), x.shape[axis]))
     out = SV(shape, None, tags, cov, x.carried, None)
     lane0 = substitution([(AXES[axis], z3.IntVal(0))] + pairs[1:])  # the first lane's
-    floats.with_facts(out, floats.reduced(e.fn, x, lane0))
+    floats.with_facts(out, floats.reduced(e.fn, x, lane0, x.shape[axis]))
     rule = ck.pack.reduce.get(e.fn) if ck.pack is not None else None
     if rule is not None:  # where some reduced lane carries data
         rule(ck, e.fn, out, And(subst(live, [(lane, anyl)]), anyl >= 0, anyl < x.shape[axis]))

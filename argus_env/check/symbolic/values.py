@@ -81,6 +81,9 @@ class SV:
     high: tuple | None = None
     maylow: z3.BoolRef | None = None
     mayhigh: z3.BoolRef | None = None
+    #: log2 of how far constants (a factor of 1e10, an `exp` of 1000.0) carry it past data:
+    #: 0 for data and what is computed from data alone (`floats.MAG_LIMIT`)
+    mag: float = 0.0
 
     def map(self, fn) -> "SV":
         """Apply a formula transformation (a substitution) to every field."""
@@ -562,6 +565,7 @@ def merge_facts(cond, a: SV, b: SV, out: SV) -> SV:
     out.zero, out.maylow, out.mayhigh = pick(a.zero, b.zero), pick(a.maylow, b.maylow), \
         pick(a.mayhigh, b.mayhigh)
     out.low, out.high = pick_bound(a.low, b.low), pick_bound(a.high, b.high)
+    out.mag = max(a.mag, b.mag)
     return out
 
 
