@@ -6,7 +6,9 @@ compiles `fused_add_rmsnorm` for one shape, calls it once (Inductor benchmarks i
 reduction kernel's candidate launch configurations at the first call and keeps the
 fastest), then times it with CUDA graphs (`triton.testing.do_bench_cudagraph`, median of
 5 rounds of 20 ms) beside eager PyTorch, and reports the launch configuration Inductor
-kept. Modes: Inductor's defaults, and `coordinate_descent_tuning` (a wider search).
+kept. Modes: Inductor's defaults, `coordinate_descent_tuning` (a wider search), and
+`graph`: the project's anchor (`tasks/rmsnorm/task.py`, `graph_timed_autotuning`: the
+candidates timed from CUDA graphs).
 
     python benchmarks/rmsnorm_anchor_stability.py --trials 5 --out results.json
 
@@ -42,8 +44,16 @@ g = torch.Generator(device="cuda").manual_seed(0)
 x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16, generator=g)
 res = torch.randn(T, H, device="cuda", dtype=torch.bfloat16, generator=g)
 w = torch.randn(H, device="cuda", dtype=torch.bfloat16, generator=g)
-fn = torch.compile(fused_add_rmsnorm, dynamic=False)
-fn(x, res, w); torch.cuda.synchronize()
+if mode == "graph":  # the project's anchor: candidates timed from CUDA graphs
+    sys.path.insert(0, os.getcwd())
+    from tasks.rmsnorm.task import compiled, graph_timed_autotuning
+    fn = compiled()
+    with graph_timed_autotuning():
+        fn(x, res, w)
+else:
+    fn = torch.compile(fused_add_rmsnorm, dynamic=False)
+    fn(x, res, w)
+torch.cuda.synchronize()
 configs = []
 try:
     from torch._inductor.codecache import PyCodeCache
@@ -76,7 +86,7 @@ def trial(tokens: int, hidden: int, mode: str) -> dict:
                    TRITON_CACHE_DIR=os.path.join(cache, "triton"))
         t0 = time.time()
         proc = subprocess.run([sys.executable, "-c", TRIAL, str(tokens), str(hidden), mode],
-                              capture_output=True, text=True, env=env, timeout=600)
+                              capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
         try:
             out = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
@@ -89,7 +99,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="64x8192",
                    help="TxH pairs (llama70b-decode-64 first)")
-    p.add_argument("--modes", default="default,coordinate")
+    p.add_argument("--modes", default="default,coordinate,graph")
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--out", type=Path)
     args = p.parse_args()

@@ -9,6 +9,7 @@ written), a handful of FLOPs per element.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from argus_env.dsl.program import Program
@@ -126,6 +127,9 @@ class RMSNormTask(Task):
         `anchor_mode(sizes)` records it for the shape (eager where none is recorded)."""
         fn = compiled() if self.anchor_mode(sizes) == "compile" else fused_add_rmsnorm
         x, res, w = inputs["x"], inputs["residual"], inputs["weight"]
+        if fn is not fused_add_rmsnorm and getattr(x, "is_cuda", False):
+            with graph_timed_autotuning():  # the first call chooses the kernel's launch
+                fn(x, res, w)
         return lambda: fn(x, res, w)
 
     def anchor_mode(self, sizes: Sizes) -> str:
@@ -148,6 +152,71 @@ class RMSNormTask(Task):
 _COMPILED: list = []
 
 
+def _graph_ms(fn, calls: int = 20) -> float:
+    """Milliseconds per call of `fn`, replayed from a CUDA graph of `calls` calls (no
+    launch overhead), median of `triton.testing.do_bench`."""
+    import torch
+    from triton.testing import do_bench
+    torch.cuda.synchronize()
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    torch.cuda.synchronize()
+    return do_bench(graph.replay, warmup=5, rep=20, return_mode="median") / calls
+
+
+@contextlib.contextmanager
+def graph_timed_autotuning():
+    """Inductor's first-call autotuning of its reduction kernel, with each candidate launch
+    configuration timed from a CUDA graph. Inductor times them with their launch overhead,
+    which hides the difference between microsecond kernels: on an H100 at T=64, H=8192 it
+    kept R0_BLOCK 2048 (3.1-3.4 us) in 7 of 10 fresh processes and 8192 (2.6-2.7 us) in 3
+    (`benchmarks/rmsnorm_anchor_stability.py`), so the anchor, and every score at that
+    shape, changed by 1.2x from one machine to the next. Inside this block the candidates
+    are timed without launch overhead (Inductor's own timing where a graph cannot be made)."""
+    try:
+        from torch._inductor.runtime import benchmarking
+        bench = benchmarking.benchmarker
+    except Exception:  # noqa: BLE001 - another torch: Inductor's own choice
+        yield
+        return
+    old_benchmark, old_gpu = bench.__dict__.get("benchmark"), bench.__dict__.get("benchmark_gpu")
+    plain_benchmark, plain_gpu = bench.benchmark, bench.benchmark_gpu
+
+    def benchmark(*args, **kwargs):
+        fn = kwargs.get("fn", args[0] if args else None)
+        fn_args, fn_kwargs = kwargs.get("fn_args"), kwargs.get("fn_kwargs")
+        if callable(fn) and kwargs.get("device", "cuda") != "cpu":
+            call = fn if not (fn_args or fn_kwargs) else \
+                (lambda: fn(*(fn_args or ()), **(fn_kwargs or {})))
+            try:
+                return _graph_ms(call)
+            except Exception:  # noqa: BLE001 - Inductor's own timing
+                pass
+        return plain_benchmark(*args, **kwargs)
+
+    def benchmark_gpu(*args, **kwargs):
+        fn = kwargs.get("_callable", args[0] if args else None)
+        if callable(fn):
+            try:
+                return _graph_ms(fn)
+            except Exception:  # noqa: BLE001
+                pass
+        return plain_gpu(*args, **kwargs)
+    bench.benchmark, bench.benchmark_gpu = benchmark, benchmark_gpu
+    try:
+        yield
+    finally:
+        for name, old in (("benchmark", old_benchmark), ("benchmark_gpu", old_gpu)):
+            if old is None:
+                bench.__dict__.pop(name, None)
+            else:
+                setattr(bench, name, old)
+
+
 def compiled():
     """`torch.compile` of `fused_add_rmsnorm` (one compiled function, built on first use)."""
     if not _COMPILED:
@@ -156,6 +225,11 @@ def compiled():
         for name in ("recompile_limit", "cache_size_limit"):
             if hasattr(torch._dynamo.config, name):
                 setattr(torch._dynamo.config, name, 64)
+        # every process chooses the launch configuration itself (`graph_timed_autotuning`),
+        # never reading a choice an earlier process made by Inductor's own timing
+        import torch._inductor.config as inductor_config
+        if hasattr(inductor_config, "autotune_local_cache"):
+            inductor_config.autotune_local_cache = False
         _COMPILED.append(torch.compile(fused_add_rmsnorm, dynamic=False))
     return _COMPILED[0]
 

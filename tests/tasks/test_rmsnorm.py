@@ -200,3 +200,27 @@ def test_anchors_and_table_cover_the_suite():
         assert m.ok and not m.details.get("table_miss"), (name, m.details)
     for sizes in SUITE.values():
         assert EXPERT in table_configurations(sizes) and BASELINE in table_configurations(sizes)
+
+
+def test_graph_timed_autotuning_patches_inductor_timing_and_restores_it(monkeypatch):
+    """The anchor's first call times Inductor's candidates from CUDA graphs; where a graph
+    cannot be made (no GPU here) Inductor's own timing answers, and the benchmarker is as
+    it was after the block."""
+    from torch._inductor.runtime import benchmarking
+
+    from argus_env.tasks.rmsnorm import task as rms
+    bench = benchmarking.benchmarker
+    before = (bench.benchmark, bench.benchmark_gpu)
+    calls = []
+    monkeypatch.setattr(type(bench), "benchmark_gpu",
+                        lambda self, fn, **kw: calls.append("inductor") or 7.0)
+    monkeypatch.setattr(rms, "_graph_ms", lambda fn: (_ for _ in ()).throw(RuntimeError("no GPU")))
+    with rms.graph_timed_autotuning():
+        assert bench.benchmark_gpu is not before[1]
+        assert bench.benchmark_gpu(lambda: None) == 7.0     # the graph failed: Inductor's
+    assert calls == ["inductor"]
+    monkeypatch.setattr(rms, "_graph_ms", lambda fn: 0.25)
+    with rms.graph_timed_autotuning():
+        assert bench.benchmark_gpu(lambda: None) == 0.25    # from the graph
+        assert bench.benchmark(fn=lambda: None, device="cuda") == 0.25
+    assert "benchmark_gpu" not in bench.__dict__ and "benchmark" not in bench.__dict__
