@@ -154,7 +154,9 @@ _COMPILED: list = []
 
 def _graph_ms(fn, calls: int = 20) -> float:
     """Milliseconds per call of `fn`, replayed from a CUDA graph of `calls` calls (no
-    launch overhead), median of `triton.testing.do_bench`."""
+    launch overhead), median of `triton.testing.do_bench`. A graph of a fixed, small number
+    of calls, not `do_bench_cudagraph`'s (as many as fit its 20 ms, thousands for a
+    microsecond kernel): each of Inductor's candidate calls clones its arguments."""
     import torch
     from triton.testing import do_bench
     torch.cuda.synchronize()

@@ -17,7 +17,7 @@ import z3
 
 from .solver import Var, affine, const_value, in_range
 from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
-                     int_var, substitution)
+                     int_var, substitution, unique)
 
 
 def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, op: str,
@@ -184,15 +184,6 @@ def _some_lane(ck, formula):
     lanes = [v.expr for n, v in ck.vars.vars.items()
              if n in free_names(formula) and n.startswith("any")]
     return z3.Exists(lanes, formula) if lanes else formula
-
-
-def unique(vs) -> list:
-    seen, out = set(), []
-    for v in vs:
-        if v.get_id() not in seen:
-            seen.add(v.get_id())
-            out.append(v)
-    return out
 
 
 def free_ids(exprs) -> set[str]:

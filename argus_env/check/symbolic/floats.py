@@ -34,7 +34,7 @@ import math
 import z3
 
 from ..pack import JUNK
-from .values import SV, And, Cov, Not, Or, simplify, substitution
+from .values import SV, And, Cov, Not, Or, simplify, substitution, unique
 
 #: the magnitude data stays within (loaded values, sums and products of them)
 BOUND = 2.0 ** 64
@@ -106,18 +106,9 @@ def _exp_mag(m: float, base2: bool) -> float:
     return 2.0 ** m * (1.0 if base2 else math.log2(math.e))
 
 
-def _unique(xs) -> list:
-    seen, out = set(), []
-    for x in xs:
-        if x.get_id() not in seen:
-            seen.add(x.get_id())
-            out.append(x)
-    return out
-
-
 def _or(*xs):
     """`Or` of the doubts or facts given (None: false), None where all are false."""
-    xs = _unique([x for x in xs if not _is_false(x)])
+    xs = unique([x for x in xs if not _is_false(x)])
     if any(z3.is_true(x) for x in xs):
         return TRUE
     return (xs[0] if len(xs) == 1 else Or(*xs)) if xs else None
@@ -126,7 +117,7 @@ def _or(*xs):
 def _and(*xs):
     if any(_is_false(x) for x in xs):
         return None
-    xs = _unique([x for x in xs if not z3.is_true(x)])
+    xs = unique([x for x in xs if not z3.is_true(x)])
     return (xs[0] if len(xs) == 1 else And(*xs)) if xs else TRUE
 
 

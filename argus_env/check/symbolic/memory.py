@@ -14,13 +14,14 @@ from ..pack import JUNK
 from ..report import CheckUnsupported
 from . import floats
 from .floats import TRUE as TRUE_
-from .coverage import exactly_once, unique
+from .coverage import exactly_once
 from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
 from .values import (AXES, SV, And, Cov, If, Not, Or, align, depends_on, eq, evaluate,
-                     free_names, ge, int_val, is_int, lt, move_axes, ne, subst, substitution)
+                     free_names, ge, int_val, is_int, lt, move_axes, ne, subst, substitution,
+                     unique)
 
 
 @dataclass

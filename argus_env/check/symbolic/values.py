@@ -348,6 +348,16 @@ class Text:
         return hash(str(self))
 
 
+def unique(vs) -> list:
+    """`vs` without repeats (z3 terms, by their id), in order."""
+    seen, out = set(), []
+    for v in vs:
+        if v.get_id() not in seen:
+            seen.add(v.get_id())
+            out.append(v)
+    return out
+
+
 def subst(e, pairs):
     """`e` with each `(old, new)` of `pairs` replaced simultaneously (`z3.substitute`)."""
     if e is None or not pairs:

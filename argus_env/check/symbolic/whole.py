@@ -31,10 +31,11 @@ from dataclasses import replace
 import z3
 
 from . import tiles
-from .coverage import affine_index, exactly_once, unique
+from .coverage import affine_index, exactly_once
 from .solver import affine, const_value, interval, linear
 from .values import (AXES, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
-                     _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names)
+                     _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names,
+                     unique)
 
 
 # ---------------------------------------------------------------- writes
