@@ -16,12 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BOUND = 2.0 ** 64
-LOW_FILL = 2.0 ** 70
-EXP_ZERO = 1100.0
-KEEP = LOW_FILL / 2   # a bound that falls below this is no longer a fill
-MAG_LIMIT = 16.0      # a magnitude (log2 of what constants carry data by) that may leave
-F16_MAG = 15.0        # the bound; one past which a cast to f16 may overflow
+from ..magnitudes import (BOUND, EXP_ZERO, F16_MAG, KEEP, LOW_FILL, MAG_LIMIT, exp_mag,
+                          grow, plus)
 
 
 @dataclass
@@ -41,22 +37,6 @@ class Facts:
     def map(self, fn) -> "Facts":
         return Facts(fn(self.zero), fn(self.low), fn(self.high), fn(self.maylow),
                      fn(self.mayhigh), self.mag)
-
-
-def _grow(m: float, n: int) -> float:
-    return m + math.log2(n) if m > 0 and n > 1 else m
-
-
-def _plus(a: float, b: float) -> float:
-    return max(a, b) + (1.0 if min(a, b) > 0 else 0.0)
-
-
-def _exp_mag(m: float, base2: bool) -> float:
-    if m <= 0:
-        return 0.0
-    if m > 30:
-        return math.inf
-    return 2.0 ** m * (1.0 if base2 else math.log2(math.e))
 
 
 def of(v, shape=None) -> Facts:
@@ -108,7 +88,7 @@ def add(x: Facts, y: Facts, negate_y: bool) -> Facts:
     high = np.maximum(np.where(~ymaylow, _keep(x.high - BOUND), 0.0),
                       np.where(~x.maylow, _keep(yhigh - BOUND), 0.0))
     return Facts(x.zero & y.zero, low, high, x.maylow | ymaylow, x.mayhigh | ymayhigh,
-                 _plus(x.mag, y.mag))
+                 plus(x.mag, y.mag))
 
 
 def mul(x: Facts, y: Facts, fx: float | None, fy: float | None) -> Facts:
@@ -156,7 +136,7 @@ def math_call(fn: str, x: Facts) -> Facts:
     nan = x.maylow & x.mayhigh  # a NaN stays NaN
     if fn in ("exp", "exp2"):
         return Facts(x.low >= EXP_ZERO, z, z, nan, x.mayhigh.copy(),
-                     _exp_mag(x.mag, fn == "exp2"))
+                     exp_mag(x.mag, fn == "exp2"))
     if fn == "sigmoid":
         return Facts(no, z, z, nan, nan.copy())
     if fn == "sqrt":  # of a negative number: NaN
@@ -185,18 +165,18 @@ def reduced(fn: str, x: Facts, ax: int) -> Facts:
         return Facts(no, x.low.max(axis=ax), z, x.maylow.any(axis=ax), x.mayhigh.all(axis=ax),
                      x.mag)
     doubt = (x.maylow | x.mayhigh).any(axis=ax)
-    return Facts(no, z, z, doubt, doubt, _grow(x.mag, x.zero.shape[ax]))
+    return Facts(no, z, z, doubt, doubt, grow(x.mag, x.zero.shape[ax]))
 
 
 def contracted(a: Facts, b: Facts, shape, k: int = 1, acc: Facts | None = None) -> Facts:
     doubt = bool(a.maylow.any() or a.mayhigh.any() or b.maylow.any() or b.mayhigh.any())
     no = np.zeros(shape, dtype=bool)
-    mag = _grow(a.mag + b.mag, k)
+    mag = grow(a.mag + b.mag, k)
     low, high = no | doubt, no | doubt
     if acc is not None:  # the accumulator's doubts go on
         low = low | acc.maylow | acc.mayhigh
         high = low.copy()
-        mag = _plus(mag, acc.mag)
+        mag = plus(mag, acc.mag)
     return Facts(no, np.zeros(shape), np.zeros(shape), low, high, mag)
 
 

@@ -33,21 +33,10 @@ import math
 
 import z3
 
+from ..magnitudes import (BOUND, EXP_ZERO, F16_MAG, KEEP, LOW_FILL, MAG_LIMIT, exp_mag,
+                          grow, plus)
 from ..pack import JUNK
 from .values import SV, And, Cov, Not, Or, simplify, substitution, unique
-
-#: the magnitude data stays within (loaded values, sums and products of them)
-BOUND = 2.0 ** 64
-#: a constant at most -LOW_FILL is a "minus infinity" fill (-1e30, -inf)
-LOW_FILL = 2.0 ** 70
-#: `exp` / `exp2` of a value at most -EXP_ZERO is exactly 0 in every float precision
-EXP_ZERO = 1100.0
-#: a value whose magnitude `mag` (log2 of what constants multiplied data by) reaches this
-#: may lie beyond the bound (the 2^16 of a large factor, `mul`)
-MAG_LIMIT = 16.0
-#: f16's largest finite value is 65504 (about 2^16): a cast there of a value of
-#: magnitude past this may overflow to inf
-F16_MAG = 15.0
 
 TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
 
@@ -90,22 +79,6 @@ def with_facts(v: SV, facts: dict) -> SV:
     return v
 
 
-def _grow(m: float, n: int) -> float:
-    """The magnitude of a sum of `n` values of magnitude `m` (data stays data: the bound's
-    assumption covers sums of data)."""
-    return m + math.log2(n) if m > 0 and n > 1 else m
-
-
-def _exp_mag(m: float, base2: bool) -> float:
-    """The magnitude of `exp` / `exp2` of a value of magnitude `m`: of data, data (the
-    assumption); else at most 2^(2^m) (times log2(e))."""
-    if m <= 0:
-        return 0.0
-    if m > 30:
-        return math.inf
-    return 2.0 ** m * (1.0 if base2 else math.log2(math.e))
-
-
 def _or(*xs):
     """`Or` of the doubts or facts given (None: false), None where all are false."""
     xs = unique([x for x in xs if not _is_false(x)])
@@ -128,7 +101,7 @@ def _shift(b, by: float):
         return None
     g, L = b
     L = L - by
-    return (g, L) if L >= LOW_FILL / 2 else None
+    return (g, L) if L >= KEEP else None
 
 
 def _scale(b, c: float):
@@ -136,7 +109,7 @@ def _scale(b, c: float):
         return None
     g, L = b
     L = L * c
-    return (g, L) if L >= LOW_FILL / 2 else None
+    return (g, L) if L >= KEEP else None
 
 
 def _join(a, b):
@@ -167,7 +140,7 @@ def add(x: SV, y: SV, negate_y: bool) -> dict:
                 _guarded(_shift(ylow, BOUND), _not_beyond(x.mayhigh)))
     high = _join(_guarded(_shift(x.high, BOUND), _not_beyond(ymaylow)),
                  _guarded(_shift(yhigh, BOUND), _not_beyond(x.maylow)))
-    mag = max(x.mag, y.mag) + (1.0 if min(x.mag, y.mag) > 0 else 0.0)
+    mag = plus(x.mag, y.mag)
     return dict(zero=_and(x.zero, y.zero), low=low, high=high,
                 maylow=_or(x.maylow, ymaylow), mayhigh=_or(x.mayhigh, ymayhigh), mag=mag)
 
@@ -237,7 +210,7 @@ def math_call(fn: str, x: SV) -> dict:
     if fn in ("exp", "exp2"):
         zero = x.low[0] if x.low is not None and x.low[1] >= EXP_ZERO else None
         return dict(zero=zero, low=None, high=None, maylow=nan, mayhigh=_or(x.mayhigh),
-                    mag=_exp_mag(x.mag, fn == "exp2"))
+                    mag=exp_mag(x.mag, fn == "exp2"))
     if fn == "sigmoid":
         return dict(data(), maylow=nan, mayhigh=nan)
     if fn == "sqrt":
@@ -267,17 +240,17 @@ def reduced(fn: str, x: SV, lane0, n: int = 1) -> dict:
                     maylow=TRUE if x.maylow is not None else None,
                     mayhigh=lane0(x.mayhigh) if x.mayhigh is not None else None, mag=x.mag)
     return dict(zero=None, low=None, high=None, maylow=anydoubt, mayhigh=anydoubt,
-                mag=_grow(x.mag, n))
+                mag=grow(x.mag, n))
 
 
 def contracted(doubt_a: SV, doubt_b: SV, k: int = 1, acc: SV | None = None) -> dict:
     """Facts of a `dot`'s result (bounded where both operands are), plus `acc`'s."""
     doubt = TRUE if _or(doubt_a.maylow, doubt_a.mayhigh, doubt_b.maylow,
                         doubt_b.mayhigh) is not None else None
-    mag = _grow(doubt_a.mag + doubt_b.mag, k)
+    mag = grow(doubt_a.mag + doubt_b.mag, k)
     if acc is not None:
         doubt = _or(doubt, acc.maylow, acc.mayhigh)
-        mag = max(mag, acc.mag) + (1.0 if min(mag, acc.mag) > 0 else 0.0)
+        mag = plus(mag, acc.mag)
     return dict(zero=None, low=None, high=None, maylow=doubt, mayhigh=doubt, mag=mag)
 
 

@@ -82,7 +82,7 @@ class SV:
     maylow: z3.BoolRef | None = None
     mayhigh: z3.BoolRef | None = None
     #: log2 of how far constants (a factor of 1e10, an `exp` of 1000.0) carry it past data:
-    #: 0 for data and what is computed from data alone (`floats.MAG_LIMIT`)
+    #: 0 for data and what is computed from data alone (`magnitudes.MAG_LIMIT`)
     mag: float = 0.0
 
     def map(self, fn) -> "SV":
