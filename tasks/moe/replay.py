@@ -23,10 +23,13 @@ from .realize import arrays
 SHAPE_DIMS = ("T", "D", "F", "E", "TOPK", "SKEW")
 
 
-def inputs_for(program, violation, seed: int = 0) -> tuple[dict, dict]:
+def inputs_for(program, violation, seed: int = 0, equal_weights: bool = False
+               ) -> tuple[dict, dict]:
     """(inputs, sizes): the task's random inputs at the violation's shape, with the routing
     arrays of its witness and top-k weights consistent with them (a softmax over each
-    token's selected logits, largest first, as `routing.topk` gives)."""
+    token's selected logits, largest first, as `routing.topk` gives). `equal_weights`:
+    every slot weighs 1/TOPK, what the routing gives where a token's selected logits are
+    equal (so a slot the program drops or doubles is never one of near-zero weight)."""
     import torch
 
     from .task import TASK
@@ -41,6 +44,8 @@ def inputs_for(program, violation, seed: int = 0) -> tuple[dict, dict]:
         return (torch.randn(*shape, generator=gen) * scale).to(torch.bfloat16)
     logits = torch.sort(torch.randn(t, full["TOPK"], generator=gen), dim=-1,
                         descending=True).values
+    if equal_weights:
+        logits = torch.zeros_like(logits)
     inputs = {"x": randn(t, d), "w_gate": randn(e, d, f, scale=d ** -0.5),
               "w_up": randn(e, d, f, scale=d ** -0.5), "w_down": randn(e, f, d, scale=f ** -0.5),
               "topk_weights": torch.softmax(logits, dim=-1).float(), "topk_ids": tids,
@@ -50,21 +55,25 @@ def inputs_for(program, violation, seed: int = 0) -> tuple[dict, dict]:
 
 def replay(program, violation, seeds=(0, 1, 2)) -> dict:
     """Run `program` on inputs realising `violation` and read the output element it
-    names, for each seed of the other (float) inputs until it is wrong there. Returns
-    `element`, `got`, `expected`, `differs` (beyond the task's tolerance, or not finite),
-    `mismatches` (output elements out of tolerance in all), `seed` and `sizes`. The
-    routing is the witness's whatever the seed; the float data only decides by how much
-    the element is off (a wrong weight on a row whose value is near zero, say, can stay
-    inside the tolerance)."""
+    names, for each seed of the other (float) inputs until it is wrong there: first with
+    the task's top-k weights, then with equal ones. Returns `element`, `got`, `expected`,
+    `differs` (beyond the task's tolerance, or not finite), `mismatches` (output elements
+    out of tolerance in all), `seed`, `equal_weights` and `sizes`. The routing is the
+    witness's whatever the seed; the float data only decides by how much the element is
+    off: a wrong weight on a row whose value is near zero can stay inside the tolerance,
+    and so can a dropped slot whose softmax weight is small (the solver may name one
+    element of a violation or another, by the model it finds; equal weights make every
+    slot's contribution count)."""
     out = {}
-    for seed in seeds:
-        out = _run(program, violation, seed)
-        if out["differs"]:
-            break
+    for equal in (False, True):
+        for seed in seeds:
+            out = _run(program, violation, seed, equal)
+            if out["differs"]:
+                return out
     return out
 
 
-def _run(program, violation, seed: int) -> dict:
+def _run(program, violation, seed: int, equal_weights: bool = False) -> dict:
     import torch
 
     from argus_env import lower
@@ -81,7 +90,7 @@ def _run(program, violation, seed: int) -> dict:
     element = tuple(witness.get("output") or violation.coords)
     if len(element) != 2:
         raise ValueError(f"{violation.invariant} at line {violation.line} names no output element")
-    inputs, sizes = inputs_for(program, violation, seed)
+    inputs, sizes = inputs_for(program, violation, seed, equal_weights)
     reference = TASK.reference({k: v.clone() for k, v in inputs.items()}, sizes)["out"]
     args = dict(inputs)
     for p in program.kernel.tensors:
@@ -98,4 +107,5 @@ def _run(program, violation, seed: int) -> dict:
     bad = ~((out - reference).abs() <= tol.atol * rms + tol.rtol * reference.abs())
     got, want = out[element].item(), reference[element].item()
     return {"element": element, "got": got, "expected": want, "differs": bool(bad[element]),
-            "mismatches": int(bad.sum()), "seed": seed, "sizes": sizes}
+            "mismatches": int(bad.sum()), "seed": seed, "equal_weights": equal_weights,
+            "sizes": sizes}

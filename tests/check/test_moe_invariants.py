@@ -163,3 +163,22 @@ def test_table_configurations_are_proven_at_every_suite_shape(case):
     for c in table_configurations():
         report = check_program(TASK.bind(TASK.space.program(c), sizes), sizes, TASK)
         assert report.status == "proven" and not report.notes, f"{c.summary()}:\n{report.render()}"
+
+
+def test_a_replay_can_weigh_every_slot_equally():
+    """The replay's second try: the same routing arrays, every top-k weight 1/TOPK (what
+    the routing gives where a token's selected logits tie), so that a dropped or doubled
+    slot is never one whose softmax weight happens to be near zero."""
+    from argus_env.tasks.moe.replay import inputs_for
+    mutation = next(m for m in CORPUS if m.name == "down-stride-one-too-many")
+    program = mutation.program()
+    report = check_program(program, mutation.sizes, TASK, num_sms=3)
+    v = next(v for v in report.violations if v.witness.get("output"))
+    task_inputs, sizes = inputs_for(program, v, seed=0)
+    equal, _ = inputs_for(program, v, seed=0, equal_weights=True)
+    for name in ("topk_ids", "sorted_ids", "expert_ids"):
+        assert (equal[name] == task_inputs[name]).all(), name
+    w = equal["topk_weights"]
+    assert w.shape == (sizes["T"], sizes["TOPK"])
+    assert (w - 1.0 / sizes["TOPK"]).abs().max() < 1e-6
+    assert (task_inputs["topk_weights"] - 1.0 / sizes["TOPK"]).abs().max() > 1e-3
