@@ -1400,6 +1400,25 @@ def plan_board(out_dir: Path) -> Path:
     return BOARD
 
 
+def best_known_of(lines: list[dict]) -> list[dict]:
+    """Per (env id, shape) of the board's lines, the best program known on this hardware
+    (`argus_env.measure.optimum.best_known`: the fastest correct row of the task's tables,
+    read after this run's rows were appended), for the live file: what the board measures
+    regret against."""
+    from argus_env.measure.optimum import best_known
+    from argus_env.task import get_task
+    out, seen = [], set()
+    for ln in lines:
+        key = (ln["env_id"], ln["shape"])
+        if key in seen:
+            continue
+        seen.add(key)
+        found = best_known(get_task(ln["task"]), ln["sizes"], HARDWARE)
+        if found:
+            out.append({"env_id": ln["env_id"], "shape": ln["shape"], **found})
+    return out
+
+
 def use_folder_hardware(out_dir: Path) -> None:
     """Read and write the tables of the hardware the folder's runs measured on."""
     global HARDWARE
@@ -1415,9 +1434,14 @@ def cmd_append(args) -> int:
     board = plan_board(args.out)
     args.live_to = args.live_to or board.parent / f"live_{HARDWARE}.json"
     if live.exists() and args.live_to:
-        from argus_env.bench.live import read_live
+        from argus_env.bench.live import read_live, write_live
         read_live(live)   # refuse a malformed file before it reaches the board
-        args.live_to.write_text(live.read_text())
+        doc = json.loads(live.read_text())
+        known = best_known_of(read_plan(args.out / "plan.jsonl")["header"]["lines"])
+        write_live(args.live_to, doc["hardware"], doc["figures"], doc["provenance"],
+                   doc.get("lines"), known)
+        print(f"best known (the tables' fastest correct program, {HARDWARE}): " + "; ".join(
+            f"{k['env_id']} {k['shape']} {k['frac_anchor']:.3f}" for k in known))
         print(f"{args.live_to}: the live figures (rebuild the board: argus leaderboard "
               f"{shown(board)} --out-dir {shown(board.parent)})")
     if any(added.values()):

@@ -21,9 +21,16 @@ Figures, per (env, track, budget) and agent:
   are not ranked above agents that played every episode. The spread is the min and max (and std) over seeds of
   the per-seed geometric means.
 - **best found**: the same mean over the best kernel the agent measured at any step.
-- **steps to 90%**: the first env step at which the agent's best-so-far trace reaches 90%
-  of the best fraction any episode of the results reached on that shape (the best
-  known); median over the episodes that get there, with their count.
+- **best known** per shape: the best program known on the board's GPU, where a live file
+  joined to the board gives it (the fastest correct program of that GPU's tables when the
+  live figures were written: a measurement, `live.LiveFigures.best_known`); otherwise the
+  best fraction any episode of the results reached on that shape (then said so).
+- **steps to 90% / 95%**: the first env step at which the agent's best-so-far trace
+  reaches 90% (95%) of the best known; median over the episodes that get there, with
+  their count. The trace holds the episode's own figures (table measurements and, for
+  programs the table lacks, estimates).
+- **live / best known**: the live score over the geometric mean of the best known, where
+  both are GPU measurements (a GPU best known at every shape and every episode verified).
 - **invalid actions**: invalid (masked, unparsable) actions per env step.
 - **violations met**: invariant violations the checker reported, per episode.
 - **from table**: submitted kernels whose figure is a recorded GPU measurement rather than
@@ -45,6 +52,7 @@ from pathlib import Path
 
 FLOOR = 0.01          # a zero score counts as this in a geometric mean
 REACH = 0.9           # "steps to 90% of the best known"
+REACH_HIGH = 0.95     # "steps to 95% of the best known"
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -64,6 +72,9 @@ class Entry:
     best_per_shape: dict = field(default_factory=dict) # shape -> [best fraction per seed]
     steps_to_reach: float | None = None
     reached: int = 0
+    steps_to_high: float | None = None                 # steps to REACH_HIGH of the best known
+    reached_high: int = 0
+    live_regret: float | None = None                   # live score / best known (both GPU)
     episodes: int = 0
     env_steps: int = 0
     invalid_rate: float = 0.0
@@ -111,13 +122,21 @@ class Board:
     measure: str
     hardware: str
     seeds: list
-    best_known: dict          # shape -> best fraction any episode reached
+    best_known: dict          # shape -> the best known fraction (see `known_from`)
     entries: list             # Entry, best first
     sources: dict = field(default_factory=dict)   # provenance common to the lines
     several_budgets: bool = False   # the results hold other budgets for this env and track
     ranked_by: str = "recorded"     # "live": verified agents ranked by their live score
     live_sources: list = field(default_factory=list)   # the live-figure files joined
     estimator: str | None = None    # how the model priced ("analytic", "corrected"; None: gpu)
+    #: shape -> the best known program on the GPU (the live file's `best_known` entry), or
+    #: None where the board's own episodes give the best known
+    known_from: dict = field(default_factory=dict)
+
+    @property
+    def known_measured(self) -> bool:
+        """Every shape's best known is a GPU measurement."""
+        return bool(self.shapes) and all(self.known_from.get(s) for s in self.shapes)
 
     @property
     def title(self) -> str:
@@ -188,12 +207,21 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     measure, hardware, estimator = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
+    known_from = {s: live.best_known(hardware, env_id, s) if live else None for s in shapes}
+    for s, known in known_from.items():
+        if known:
+            best_known[s] = float(known["frac_anchor"])
     by_agent: dict = {}
     for ln in lines:
         by_agent.setdefault(ln["agent"], []).append(ln)
     seeds = sorted({int(ln["seed"]) for ln in lines})
     entries = [_entry(agent, group, shapes, best_known, budget, live, seeds)
                for agent, group in by_agent.items()]
+    if all(known_from.values()):
+        known_mean = geomean([best_known[s] for s in shapes])
+        for e in entries:
+            if e.is_verified and known_mean > 0:
+                e.live_regret = e.live_score / known_mean
     entries.sort(key=lambda e: (not e.is_verified, -e.ranked_score, -e.best_found, e.agent))
     for i, e in enumerate(entries, 1):
         e.rank = i
@@ -201,7 +229,7 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     ranked_by = "live" if any(e.is_verified for e in entries) else "recorded"
     return Board(env_id, track, shapes, budget, measure, hardware,
                  sorted({int(ln["seed"]) for ln in lines}), best_known, entries, sources,
-                 ranked_by=ranked_by, estimator=estimator,
+                 ranked_by=ranked_by, estimator=estimator, known_from=known_from,
                  # only files of the board's hardware can verify its lines: another GPU's
                  # figures never join them, so they are not named as the board's sources
                  live_sources=[s for s in live.sources if s.get("hardware") == hardware]
@@ -239,7 +267,7 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
     from .live import live_frac
     e = Entry(agent, episodes=len(lines))
     by_seed: dict = {}
-    reach = []
+    reach, reach_high = [], []
     for ln in sorted(lines, key=lambda ln: int(ln["seed"])):
         seed = int(ln["seed"])
         e.per_shape.setdefault(ln["shape"], []).append(submitted_frac(ln))
@@ -254,6 +282,9 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         step = first_reach(ln.get("trace") or [], REACH * best_known[ln["shape"]])
         if step is not None:
             reach.append(step)
+        step = first_reach(ln.get("trace") or [], REACH_HIGH * best_known[ln["shape"]])
+        if step is not None:
+            reach_high.append(step)
         e.from_table += ln.get("final_measured_by") == "table" and ln.get("submitted", False)
         e.env_steps += int(ln["env_steps"])
         e.invalid_rate += int(ln["invalid_actions"])
@@ -280,6 +311,8 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
             e.curves[seed] = [statistics.fmean(col) for col in zip(*curves)]
     e.reached = len(reach)
     e.steps_to_reach = statistics.median(reach) if reach else None
+    e.reached_high = len(reach_high)
+    e.steps_to_high = statistics.median(reach_high) if reach_high else None
     e.invalid_rate = e.invalid_rate / e.env_steps if e.env_steps else 0.0
     e.violations_per_episode = sum(e.violations_by_kind.values()) / max(len(lines), 1)
     return e

@@ -33,6 +33,14 @@ class LiveFigures:
 
     figures: dict = dataclasses.field(default_factory=dict)   # key -> figure
     sources: list = dataclasses.field(default_factory=list)   # {"file", "provenance"} per file
+    #: (hardware, env id, shape) -> the best program known there: the fastest correct row
+    #: of the GPU's tables when the file was written (`frac_anchor`, `program_hash`,
+    #: `config`, `table`, `recorded`), a measurement on the same GPU as the figures
+    known: dict = dataclasses.field(default_factory=dict)
+
+    def best_known(self, hardware: str, env_id: str, shape: str) -> dict | None:
+        """The best program known at a shape on `hardware`'s GPU (None: not recorded)."""
+        return self.known.get((hardware, env_id, shape))
 
     def of(self, line: dict) -> dict | None:
         """The live figure of a line's submitted program (None: not measured). Raises
@@ -77,6 +85,18 @@ def _live_problem(fig, n: int) -> str | None:
     return None
 
 
+def _known_problem(k, n: int) -> str | None:
+    if type(k) is not dict:
+        return f"best known {n} is not a mapping"
+    for key in ("env_id", "shape", "program_hash"):
+        if type(k.get(key)) is not str:
+            return f"best known {n}: {key!r} must be a string, got {k.get(key)!r}"
+    frac = k.get("frac_anchor")
+    if not (type(frac) in (int, float) and frac == frac and 0 < frac < float("inf")):
+        return f"best known {n}: frac_anchor must be finite and > 0, got {frac!r}"
+    return None
+
+
 def read_live(path: Path, into: LiveFigures | None = None) -> LiveFigures:
     """Live figures from one file (written by benchmarks/record_programs.py); raises
     ValueError for a file that is not one, or that gives one program two figures."""
@@ -107,6 +127,17 @@ def read_live(path: Path, into: LiveFigures | None = None) -> LiveFigures:
         if key in out.figures and out.figures[key] != fig:
             raise ValueError(f"{path}: two figures for {key}")
         out.figures[key] = fig
+    known = data.get("best_known", [])
+    if type(known) is not list:
+        raise ValueError(f"{path}: 'best_known' must be a list")
+    for n, k in enumerate(known):
+        problem = _known_problem(k, n)
+        if problem:
+            raise ValueError(f"{path}: {problem}")
+        key = (hardware, k["env_id"], k["shape"])
+        if key in out.known and out.known[key]["frac_anchor"] >= k["frac_anchor"]:
+            continue   # two files: the faster best known stands
+        out.known[key] = dict(k)
     out.sources.append({"file": str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT)
                         else str(path), "hardware": data["hardware"],
                         "provenance": data.get("provenance") or {}})
@@ -124,16 +155,25 @@ def live_beside(paths) -> LiveFigures:
 
 
 def write_live(path: Path, hardware: str, figures: list[dict], provenance: dict,
-               lines: list[dict] | None = None) -> Path:
+               lines: list[dict] | None = None, best_known: list[dict] | None = None) -> Path:
     """Write a live-figures file (`read_live` reads it back): `figures`, one per (env id,
     shape, program hash), each with `ok`, `status` and, when ok, `frac_anchor`; `lines`, an
-    optional per-episode view (recorded beside live) that no board reads."""
+    optional per-episode view (recorded beside live) that no board reads; `best_known`,
+    per (env id, shape) of the lines, the fastest correct program of the GPU's tables
+    (`frac_anchor`, `program_hash`, and what identifies its row), which a board measures
+    regret against."""
     doc = {"hardware": hardware, "provenance": provenance, "figures": figures}
+    if best_known:
+        doc["best_known"] = best_known
     if lines is not None:
         doc["lines"] = lines
     checked = LiveFigures()
     for n, fig in enumerate(figures):
         problem = _live_problem(fig, n)
+        if problem:
+            raise ValueError(problem)
+    for n, k in enumerate(best_known or []):
+        problem = _known_problem(k, n)
         if problem:
             raise ValueError(problem)
     path = Path(path)

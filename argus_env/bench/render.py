@@ -6,15 +6,19 @@ from __future__ import annotations
 import html as _html
 from pathlib import Path
 
-from .leaderboard import FLOOR, REACH, Board, Entry, counted
+from .leaderboard import FLOOR, REACH, REACH_HIGH, Board, Entry, counted
 
 HOW = ("Score: geometric mean over the track's shapes of the fraction of the task's library "
        "anchor (cuBLAS, cuDNN, ...) reached by the kernel the agent submitted, each shape's fraction the "
        f"mean over seeds (an episode that submits nothing measurable scores 0, counted as {FLOOR} "
        "in the geometric mean); spread: min-max and std over seeds of the per-seed geometric "
-       f"means. Best found: the same over the best kernel measured at any step. Steps to "
-       f"{REACH:.0%}: median env step at which an episode's best-so-far first reached {REACH:.0%} "
-       "of the best any episode reached on that shape (episodes that did / all). Invalid: "
+       f"means. Best found: the same over the best kernel measured at any step. Best known: "
+       "the fastest correct program of the GPU's tables at the shape, where the board's live "
+       "file gives it (a GPU measurement), else the best any episode reached on that shape. "
+       f"Steps to {REACH:.0%} / {REACH_HIGH:.0%}: median env step at which an episode's "
+       f"best-so-far first reached that share of the best known (episodes that did / all). "
+       "Live / best known: the live score over the best known, where both are GPU "
+       "measurements. Invalid: "
        "invalid actions per env step. Violations: invariant violations the checker reported "
        "per episode. From table: submitted kernels whose figure was recorded on the GPU; the "
        "others are the cost model's estimates for programs the table lacks. Live: the same "
@@ -23,8 +27,9 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        "the recorded score is the one the episodes were played with. Verified: episodes with "
        "a live figure; an agent with any episode lacking one is unverified and ranked after "
        "the verified agents, by its recorded score.")
-COLUMNS = ("rank", "agent", "live score", "recorded score", "recorded seeds min-max (std)",
-           "best found", f"steps to {REACH:.0%}", "invalid / step", "violations / episode",
+COLUMNS = ("rank", "agent", "live score", "live / best known", "recorded score",
+           "recorded seeds min-max (std)", "best found", f"steps to {REACH:.0%}",
+           f"steps to {REACH_HIGH:.0%}", "invalid / step", "violations / episode",
            "from table", "verified", "episodes")
 
 
@@ -38,9 +43,12 @@ def _live_cell(e: Entry) -> str:
 def _row(e: Entry) -> list[str]:
     lo, hi = e.spread
     steps = f"{e.steps_to_reach:g}" if e.steps_to_reach is not None else "-"
-    return [str(e.rank), e.agent, _live_cell(e), f"{e.score:.3f}",
+    high = f"{e.steps_to_high:g}" if e.steps_to_high is not None else "-"
+    regret = f"{e.live_regret:.3f}" if e.live_regret is not None else "-"
+    return [str(e.rank), e.agent, _live_cell(e), regret, f"{e.score:.3f}",
             f"{lo:.3f}-{hi:.3f} ({e.std:.3f})",
             f"{e.best_found:.3f}", f"{steps} ({e.reached}/{e.episodes})",
+            f"{high} ({e.reached_high}/{e.episodes})",
             f"{e.invalid_rate:.3f}", f"{e.violations_per_episode:.1f}",
             f"{e.from_table}/{e.episodes}", f"{e.verified}/{e.episodes}",
             str(e.episodes) + (f" ({e.missing} missing, counted 0)" if e.missing else "")]
@@ -91,8 +99,17 @@ def _shape_rows(b: Board, live: bool = False) -> tuple[list[str], list[list[str]
             cells.append(f"{sum(v) / len(v):.3f} [{min(v):.3f}, {max(v):.3f}]" if v else "-")
         rows.append(cells)
     if not live:
-        rows.append(["best known"] + [f"{b.best_known[s]:.3f}" for s in b.shapes])
+        rows.append(["best known"] + [_known_cell(b, s) for s in b.shapes])
     return head, rows
+
+
+def _known_cell(b: Board, shape: str) -> str:
+    known = b.known_from.get(shape)
+    if not known:
+        return f"{b.best_known[shape]:.3f} (best episode)"
+    what = ", ".join(str(x) for x in (known.get("table"), (known.get("recorded") or "")[:10],
+                                       (known.get("program_hash") or "")[:12]) if x)
+    return f"{b.best_known[shape]:.3f} (GPU: {what})"
 
 
 def _title(b: Board) -> str:

@@ -94,7 +94,7 @@ def test_an_unverified_agent_is_ranked_after_every_verified_one(tmp_path):
     assert all(e.is_verified for e in b.entries[:-1])
     row = next(r for r in render.markdown([b], []).splitlines() if f"| {top} |" in r
                and "unverified" in r)
-    assert f"| {last.rank} | {top} | unverified | {last.score:.3f} |" in row
+    assert f"| {last.rank} | {top} | unverified | - | {last.score:.3f} |" in row
 
 
 def test_a_kernel_that_fails_to_compile_on_the_gpu_counts_as_zero(tmp_path):
@@ -127,9 +127,9 @@ def test_the_recorded_score_is_shown_beside_the_live_one(tmp_path):
     page = render.html([b], [])
     assert "Ranked by the live score" in text and "live_h200.json" in text
     for e in b.entries:
-        cells = f"| {e.rank} | {e.agent} | {e.live_score:.3f} | {e.score:.3f} |"
+        cells = f"| {e.rank} | {e.agent} | {e.live_score:.3f} | - | {e.score:.3f} |"
         assert cells in text, cells
-        assert f"<td>{e.live_score:.3f}</td><td>{e.score:.3f}</td>" in page
+        assert f"<td>{e.live_score:.3f}</td><td>-</td><td>{e.score:.3f}</td>" in page
     for ln in lines:   # every episode line: recorded and live side by side
         assert (f"| {ln['agent']} | {ln['shape']} | {ln['seed']} | "
                 f"{ln['final_frac_anchor']:.3f} | {0.5 * ln['final_frac_anchor']:.3f} | ok |") in text
@@ -209,3 +209,44 @@ def test_a_figure_timed_at_other_sizes_than_the_shape_is_refused(tmp_path):
         L.build(board_lines(), live=live)
     same = live_of(tmp_path, [dict(figure(ln, 0.9), sizes=dict(ln["sizes"]))], "live_h200.json")
     assert same.of(ln)["frac_anchor"] == 0.9
+
+
+def test_a_best_known_from_the_gpu_tables_replaces_the_best_episode(tmp_path):
+    """A live file's best known (the fastest correct program of the GPU's tables) is what
+    the board measures regret and steps to 90%/95% against, and the live score is set
+    against it; without one the best episode stands in, and the board says which."""
+    lines = board_lines()
+    (plain,) = L.build(lines)
+    assert not plain.known_from or not any(plain.known_from.values())
+    assert "(best episode)" in render.markdown([plain], [])
+    figs, seen = [], set()
+    for ln in lines:
+        key = (ln["shape"], ln["submitted_program_hash"])
+        if key not in seen:
+            seen.add(key)
+            figs.append(figure(ln, 0.5))
+    shapes = sorted({ln["shape"] for ln in lines})
+    known = [{"env_id": lines[0]["env_id"], "shape": s, "frac_anchor": 2.0,
+              "program_hash": "ab" * 8, "table": "table_h200.csv",
+              "recorded": "2026-12-01T00:00:00"} for s in shapes]
+    path = R.write_live(tmp_path / "live_h200.json", "h200", figs, {"gpu": "NVIDIA H200"},
+                        best_known=known)
+    (b,) = L.build(lines, live=R.read_live(path))
+    assert b.known_measured and all(b.best_known[s] == 2.0 for s in shapes)
+    for e in b.entries:
+        assert e.is_verified and e.live_regret == pytest.approx(0.5 / 2.0)
+        # 2.0 is above every recorded best: nobody reaches 90% of it
+        assert e.reached == 0 and e.reached_high == 0
+    text = render.markdown([b], [])
+    assert "2.000 (GPU: table_h200.csv, 2026-12-01, abababababab)" in text
+    assert f"| {b.entries[0].live_score:.3f} | 0.250 |" in text
+
+
+def test_a_malformed_best_known_is_refused(tmp_path):
+    lines = board_lines()
+    fig = figure(lines[0], 0.5)
+    for bad in ({"env_id": lines[0]["env_id"], "shape": lines[0]["shape"],
+                 "program_hash": "x", "frac_anchor": float("nan")},
+                {"env_id": lines[0]["env_id"], "shape": lines[0]["shape"], "frac_anchor": 1.0}):
+        with pytest.raises(ValueError, match="best known"):
+            R.write_live(tmp_path / "live_h200.json", "h200", [fig], {}, best_known=[bad])

@@ -454,3 +454,29 @@ def test_the_model_top_set_plans_the_fastest_estimates_the_tables_lack(monkeypat
     ms = [m.ms for m in priced]
     assert ms == sorted(ms), "kept fastest first"
     assert len({it.program_hash for it in items}) == len(items)
+
+
+def test_the_best_known_of_each_board_shape_is_the_tables_fastest_correct_row():
+    """`append` writes, beside the live figures, each board shape's best known: the
+    fastest row of the GPU's tables that ran correctly there (what the board measures
+    regret against), with what identifies the row."""
+    import csv as _csv
+    from argus_env.task import get_task
+    lines = [RP.line_view(ln) for ln in first_per_env()]
+    known = RP.best_known_of(lines + lines)          # one entry per (env, shape)
+    assert len({(k["env_id"], k["shape"]) for k in known}) == len(known)
+    assert known, "the committed H200 tables measured the board's shapes"
+    for k in known:
+        ln = next(x for x in lines if (x["env_id"], x["shape"]) == (k["env_id"], k["shape"]))
+        task = get_task(ln["task"])
+        dims = task.anchor_dims
+        rows = []
+        from argus_env.measure.recorded import table_paths
+        for path in table_paths(task, "h200"):
+            with path.open() as f:
+                rows += [r for r in _csv.DictReader(f) if r.get("ok") == "True"
+                         and all(int(r[d]) == int(ln["sizes"][d]) for d in dims)]
+        best = max(rows, key=lambda r: float(r["ratio"]))
+        assert k["frac_anchor"] == pytest.approx(float(best["ratio"]))
+        assert k["program_hash"] == best["program_hash"]
+        assert all(float(r["ratio"]) <= k["frac_anchor"] for r in rows)
