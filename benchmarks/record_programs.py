@@ -1415,6 +1415,11 @@ def best_known_of(lines: list[dict]) -> list[dict]:
         seen.add(key)
         found = best_known(get_task(ln["task"]), ln["sizes"], HARDWARE)
         if found:
+            try:   # a row's timestamp (seconds since the epoch) as a UTC time
+                found["recorded"] = datetime.datetime.fromtimestamp(
+                    float(found["recorded"]), datetime.timezone.utc).isoformat(timespec="seconds")
+            except (TypeError, ValueError):
+                pass
             out.append({"env_id": ln["env_id"], "shape": ln["shape"], **found})
     return out
 
@@ -1447,6 +1452,36 @@ def cmd_append(args) -> int:
     if any(added.values()):
         print("note: table-mode episodes that visited these programs now price them from the "
               "tables, so the committed board's episodes replay differently until re-run")
+    return 0
+
+
+def cmd_known(args) -> int:
+    """Rewrite a live file with the best known of every (env, shape) its board plays, from
+    the tables of the file's hardware as they are now (for a board whose live figures
+    were written before `append` recorded best knowns)."""
+    global HARDWARE
+    from argus_env.bench.live import read_live, write_live
+    read_live(args.live)
+    doc = json.loads(args.live.read_text())
+    HARDWARE = doc["hardware"]
+    board = args.board
+    if board is None:
+        found = sorted(args.live.parent.glob("*.jsonl"))
+        if len(found) != 1:
+            raise SystemExit(f"{args.live.parent}: {len(found)} results files; name one with "
+                             f"--board")
+        board = found[0]
+    lines = [line_view(ln) for ln in board_lines(board)]
+    known = best_known_of(lines)
+    write_live(args.live, doc["hardware"], doc["figures"], doc["provenance"], doc.get("lines"),
+               known)
+    for k in known:
+        print(f"{k['env_id']:20} {k['shape']:28} best known {k['frac_anchor']:.3f} "
+              f"({k['table']}, {str(k.get('recorded'))[:10]}, {k['program_hash'][:12]})")
+    missing = {(ln["env_id"], ln["shape"]) for ln in lines} - \
+        {(k["env_id"], k["shape"]) for k in known}
+    for env_id, shape in sorted(missing):
+        print(f"{env_id:20} {shape:28} no correct row in the {HARDWARE} tables")
     return 0
 
 
@@ -1496,6 +1531,12 @@ def main(argv=None) -> int:
                    help="where the board's live figures go (default: live_<hardware>.json "
                         "beside the board the plan was made for)")
     a.set_defaults(fn=cmd_append)
+    k = sub.add_parser("known", help="write each board shape's best known into a live file "
+                                     "(CPU): the fastest correct program of the tables now")
+    k.add_argument("--live", type=Path, required=True, help="a live_<hardware>.json file")
+    k.add_argument("--board", type=Path, default=None,
+                   help="the board's results file (default: the .jsonl beside the live file)")
+    k.set_defaults(fn=cmd_known)
     e = sub.add_parser("evaluate", help="the estimates against the held-out walks' live "
                                         "figures (CPU; after `measure --heldout`)")
     e.add_argument("--out", type=Path, required=True, help="the recording's folder")
