@@ -112,6 +112,10 @@ def content_hashes(env, reward="default") -> dict:
     out["table"] = hashlib.sha256(table.read_bytes()).hexdigest() if table else None
     out["table_file"] = str(table.relative_to(ROOT)) if table and table.is_relative_to(ROOT) \
         else (str(table) if table else None)
+    backend = core.evaluator.backend
+    # the rows of every table file the episode could read: a replay reads the tables as
+    # they were then (`TableBackend(snapshot=)`), after later recordings appended rows
+    out["table_rows"] = backend.snapshot_of(core.task) if table else None
     out["reward"] = reward_hash(reward)
     return out
 

@@ -160,7 +160,10 @@ def share(env, evaluators: dict) -> None:
     backend = core.evaluator.backend
     if not backend.deterministic:
         return
-    key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""))
+    snapshot = getattr(backend, "snapshot", None)
+    key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""),
+           getattr(backend, "estimator", None), str(sorted(snapshot.items())) if snapshot
+           else None)
     if key in evaluators:
         core.evaluator = evaluators[key]
     else:

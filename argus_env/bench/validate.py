@@ -93,7 +93,7 @@ class Validator:
         self._evaluators: dict = {}
 
     def make_env(self, env_id: str, rec: EpisodeRecord, split: str, reward,
-                 budget: int | None = None):
+                 budget: int | None = None, table_snapshot: str | None = None):
         """An env of a registered id (the registry's own string goes to `gym.make`), with
         the step limit the episode was played under (`step_limit`)."""
         import gymnasium as gym
@@ -107,6 +107,8 @@ class Validator:
         if rec.measure in ("model", "table"):   # priced as the line was
             from ..measure.correction import LEGACY_ESTIMATOR
             kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR
+        if rec.measure == "table" and table_snapshot:   # the tables as the line read them
+            kwargs["table_snapshot"] = table_snapshot
         env = gym.make(known, **kwargs)
         if self.share:
             share(env, self._evaluators)
@@ -118,7 +120,8 @@ class Validator:
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
         budget = line.get("budget")
         env = self.make_env(rec.env_id, rec, split, reward,
-                            budget if type(budget) is int else None)
+                            budget if type(budget) is int else None,
+                            (line.get("hashes") or {}).get("table_rows"))
         try:
             again = Recorder(env, rec.agent, rec.seed)
             for n, actions in enumerate([*rec.earlier_actions, rec.actions]):

@@ -154,12 +154,13 @@ class KernelEnv(gym.Env):
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
                  step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR,
-                 max_episode_steps: int | None = None):
+                 max_episode_steps: int | None = None, table_snapshot: str | None = None):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
                                  check_shapes=check_shapes, step_timeout=step_timeout,
-                                 estimator=estimator, max_episode_steps=max_episode_steps)
+                                 estimator=estimator, max_episode_steps=max_episode_steps,
+                                 table_snapshot=table_snapshot)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -168,7 +169,8 @@ class KernelEnv(gym.Env):
                                            correctness_timeout=correctness_timeout,
                                            check_shapes=check_shapes,
                                            step_timeout=step_timeout, estimator=estimator,
-                                           max_episode_steps=max_episode_steps),
+                                           max_episode_steps=max_episode_steps,
+                                           table_snapshot=table_snapshot),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -199,8 +201,13 @@ class KernelEnv(gym.Env):
             _require_cuda()
         self.target = load_target(hardware)   # the hardware facts, for every part below
         check_estimator(estimator)
+        if table_snapshot is not None and measure != "table":
+            raise ValueError(f"table_snapshot reads the GPU tables as they were; it needs "
+                             f"measure='table', not {measure!r}")
         backend = make_backend(measure, self.target,
                                **({"estimator": estimator} if measure in ("model", "table")
+                                  else {}),
+                               **({"snapshot": table_snapshot} if table_snapshot is not None
                                   else {}))
         self.estimator = estimator
         if measure == "gpu" and correctness == "interpreter":

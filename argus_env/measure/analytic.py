@@ -182,6 +182,39 @@ _EXECUTED_MAX = 256
 _RECOVERY: dict = {}
 
 
+def format_snapshot(counts: dict) -> str:
+    """{table file name: rows} as text, `name:rows` by name, `;`-separated."""
+    return ";".join(f"{name}:{int(n)}" for name, n in sorted(counts.items()))
+
+
+def parse_snapshot(snapshot: str | dict | None) -> dict | None:
+    """A table snapshot ({file name: rows}) from `format_snapshot`'s text or a mapping;
+    None for none. Raises ValueError for anything else."""
+    if snapshot is None:
+        return None
+    if isinstance(snapshot, dict):
+        items = list(snapshot.items())
+    elif isinstance(snapshot, str):
+        items = []
+        for part in filter(None, snapshot.split(";")):
+            name, sep, n = part.rpartition(":")
+            if not sep or not name:
+                raise ValueError(f"table snapshot {snapshot!r}: {part!r} is not name:rows")
+            items.append((name, n))
+    else:
+        raise ValueError(f"a table snapshot is text or a mapping, got {type(snapshot).__name__}")
+    out = {}
+    for name, n in items:
+        try:
+            rows = int(n)
+        except (TypeError, ValueError):
+            raise ValueError(f"table snapshot: {name!r} has {n!r} rows, not a count") from None
+        if rows < 0 or not isinstance(name, str) or "/" in name or not name.endswith(".csv"):
+            raise ValueError(f"table snapshot: bad entry {name!r}: {n!r}")
+        out[name] = rows
+    return out
+
+
 class TableBackend(Backend):
     """Measurements recorded on a named GPU, shipped as data: exactly reproducible on any
     machine. A configuration or shape the table lacks falls back to the model, and the
@@ -189,34 +222,63 @@ class TableBackend(Backend):
 
     name = "table"
 
-    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR):
+    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR,
+                 snapshot: str | dict | None = None):
         self.model = ModelBackend(hardware, estimator)
         self.estimator = self.model.estimator
         self.target, self.profile = self.model.target, self.model.profile
         self.hardware = self.target.name
+        self.snapshot = parse_snapshot(snapshot)
         self._tables: dict[str, dict] = {}
+
+    def _paths(self, task) -> tuple[Path | None, list[Path]]:
+        path = Path(task.anchors_file).parent / f"table_{self.hardware}.csv" \
+            if getattr(task, "anchors_file", None) else None
+        # the main table, then any further ones (`table_<what>_<hardware>.csv`: a
+        # separate recording, e.g. attention's program-structure knobs)
+        paths = [path] + sorted(path.parent.glob(f"table_*_{self.hardware}.csv")) \
+            if path is not None else []
+        return path, [p for p in paths if p.exists()]
 
     def table(self, task) -> dict:
         """(M, N, K, program hash) -> row, for the task's table on this GPU. Keyed by the
         program itself: two programs with one configuration (a hand-pipelined variant,
-        say) are different kernels."""
+        say) are different kernels. With a `snapshot` ({file name: rows}), only each
+        file's first rows as the snapshot counts them (the tables grow by appending, so
+        that is the table as it was when the snapshot was taken; a file it does not name
+        did not exist then)."""
         if task.name not in self._tables:
-            path = Path(task.anchors_file).parent / f"table_{self.hardware}.csv" \
-                if getattr(task, "anchors_file", None) else None
-            rows = {}
-            # the main table, then any further ones (`table_<what>_<hardware>.csv`: a
-            # separate recording, e.g. attention's program-structure knobs)
-            paths = [path] + sorted(path.parent.glob(f"table_*_{self.hardware}.csv")) \
-                if path is not None else []
+            path, paths = self._paths(task)
+            rows, counts = {}, {}
             for p in paths:
-                if not p.exists():
-                    continue
+                limit = None if self.snapshot is None else self.snapshot.get(p.name, 0)
+                n = 0
                 with p.open() as f:
                     for r in csv.DictReader(f):
+                        if limit is not None and n >= limit:
+                            break
+                        n += 1
                         key = tuple(int(r[d]) for d in task.anchor_dims) + (r["program_hash"],)
                         rows.setdefault(key, r)
-            self._tables[task.name] = {"path": str(path), "rows": rows}
+                if limit is not None and n < limit:
+                    raise ValueError(f"{p}: {n} rows, but the table snapshot {self.snapshot} "
+                                     f"counts {limit}: the table was cut or rewritten, not "
+                                     f"appended to, so the snapshot cannot be read back")
+                counts[p.name] = n
+            if self.snapshot is not None:
+                names = {p.name for p in paths}
+                for name, limit in self.snapshot.items():
+                    if limit and name not in names:
+                        raise ValueError(f"table snapshot: {name} ({limit} rows) is not "
+                                         f"among the {task.name} tables of {self.hardware}")
+            self._tables[task.name] = {"path": str(path), "rows": rows, "counts": counts}
         return self._tables[task.name]
+
+    def snapshot_of(self, task) -> str:
+        """The rows each of the task's table files holds as read (`table`), as the text
+        a record keeps (`format_snapshot`): with it, `TableBackend(snapshot=...)` reads the
+        same tables after they have grown."""
+        return format_snapshot(self.table(task)["counts"])
 
     def numerics_failures(self, task) -> dict:
         """{numerics class (`Task.numerics_class`): [(output elements, shape, error)]} of
@@ -262,7 +324,8 @@ class TableBackend(Backend):
         expert, the space's baseline) and those recovered from the rows' configurations,
         each kept only where its program hash confirms the recording. Cached for the most
         recent shapes."""
-        key = (task.name, self.hardware, self.target.sms, shape)
+        key = (task.name, self.hardware, self.target.sms, shape,
+               format_snapshot(self.table(task)["counts"]))
         hit = _EXECUTED.get(key)
         if hit is not None:
             _EXECUTED.move_to_end(key)

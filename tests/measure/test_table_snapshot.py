@@ -1,0 +1,99 @@
+"""A table snapshot: a board line keeps how many rows each GPU table file held when it was
+played, and its replay reads only those rows, so a recording that appends rows later (the
+programs agents visit, timed on the GPU) does not change what the line replays to."""
+
+import csv
+import shutil
+
+import pytest
+
+from argus_env.measure import analytic
+from argus_env.measure.analytic import TableBackend, format_snapshot, parse_snapshot
+from argus_env.task import get_task
+
+TASK = get_task("rmsnorm")
+
+
+@pytest.fixture
+def tables(tmp_path, monkeypatch):
+    """The RMSNorm H100 tables, copied to a folder the backend reads instead."""
+    real = TableBackend("h100")._paths(TASK)
+    copies = []
+    for p in real[1]:
+        shutil.copy(p, tmp_path / p.name)
+        copies.append(tmp_path / p.name)
+    main = tmp_path / real[0].name
+
+    def paths(self, task):
+        assert task.name == TASK.name
+        return main, sorted(p for p in tmp_path.glob(f"table*_{self.hardware}.csv"))
+    monkeypatch.setattr(TableBackend, "_paths", paths)
+    analytic._EXECUTED.clear()
+    yield main
+    analytic._EXECUTED.clear()
+
+
+def _row_like(path, sizes, program_hash, ratio):
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        header, rows = reader.fieldnames, list(reader)
+    base = next(r for r in rows if r["ok"] == "True"
+                and all(int(r[d]) == sizes[d] for d in TASK.anchor_dims))
+    scale = float(base["ratio"]) / ratio
+    return header, dict(base, program_hash=program_hash, ratio=str(ratio),
+                        ms=str(float(base["ms"]) * scale),
+                        tflops=str(float(base["tflops"]) / scale))
+
+
+def test_a_snapshot_prices_as_the_tables_did_before_rows_were_appended(tables):
+    case = next(c for c in TASK.shapes if c.name == "llama70b-decode-256")   # timed on H100s
+    sizes = dict(case.sizes)
+    before = TableBackend("h100")
+    snapshot = before.snapshot_of(TASK)
+    for config in TASK.space.configurations():   # a program the tables lack: a model price
+        program = TASK.bind(TASK.space.program(config), sizes)
+        first = before.measure(program, sizes, TASK)
+        if first.ok and first.backend != "table":
+            break
+    else:
+        pytest.fail("every configuration is in the tables")
+    header, row = _row_like(tables, sizes, program.hash, 3.5 * (first.frac_anchor or 0.1))
+    with tables.open("a", newline="") as f:     # a later recording appends a row
+        csv.DictWriter(f, header).writerow(row)
+    analytic._EXECUTED.clear()
+    now = TableBackend("h100").measure(program, sizes, TASK)
+    then = TableBackend("h100", snapshot=snapshot).measure(program, sizes, TASK)
+    assert now.backend == "table" and now.frac_anchor != pytest.approx(first.frac_anchor)
+    assert then.backend == first.backend and then.frac_anchor == pytest.approx(first.frac_anchor)
+    assert TableBackend("h100", snapshot=snapshot).snapshot_of(TASK) == snapshot
+    assert TableBackend("h100").snapshot_of(TASK) != snapshot
+
+
+def test_a_snapshot_of_a_table_that_was_cut_is_refused(tables):
+    snapshot = parse_snapshot(TableBackend("h100").snapshot_of(TASK))
+    grown = dict(snapshot, **{tables.name: snapshot[tables.name] + 1})
+    with pytest.raises(ValueError, match="cut or rewritten"):
+        TableBackend("h100", snapshot=grown).table(TASK)
+    with pytest.raises(ValueError, match="not among"):
+        TableBackend("h100", snapshot=dict(snapshot, **{"table_gone_h100.csv": 3})).table(TASK)
+
+
+@pytest.mark.parametrize("bad", ["table_h100.csv", "table_h100.csv:x", ":3",
+                                 "../x.csv:3", "table_h100.csv:-1"])
+def test_a_malformed_snapshot_is_refused(bad):
+    with pytest.raises(ValueError):
+        parse_snapshot(bad)
+
+
+def test_snapshot_text_round_trips():
+    counts = {"table_h100.csv": 12, "table_walks_h100.csv": 3}
+    assert parse_snapshot(format_snapshot(counts)) == counts
+    assert parse_snapshot(None) is None
+
+
+def test_the_env_takes_a_snapshot_only_in_table_mode():
+    import gymnasium as gym
+
+    import argus_env  # noqa: F401
+    with pytest.raises(ValueError, match="table_snapshot"):
+        gym.make("Argus-RMSNorm-v0", measure="model", table_snapshot="table_h100.csv:1")
