@@ -145,3 +145,28 @@ def test_a_record_that_ends_at_the_step_limit_replays_exactly():
     got = validate({**unsubmitted, "budget": 2})
     assert {d.field for d in got} == {"reward", "return", "submitted"}, got
     assert next(d for d in got if d.field == "reward").step == 2, got
+
+
+BUDGET_BOARD = R.ROOT / "benchmarks/results/budget-h100/budget-h100.jsonl"
+
+
+def _budget_line():
+    """A short committed line of the budget board whose submitted program the H100 table
+    priced (so the table's rows decide its replay)."""
+    return next(ln for ln in R.read_lines(BUDGET_BOARD)
+                if ln["env_id"] == "Argus-RMSNorm-v0" and ln["budget"] == 30
+                and ln["final_measured_by"] == "table")
+
+
+def test_a_committed_line_replays_against_the_tables_it_read():
+    """The budget board's lines were played before the programs their episodes visited
+    were timed on the GPU and appended to the tables: each replays against the rows the
+    tables held then (`hashes.table_rows`); read against fewer rows, the replay differs."""
+    line = _budget_line()
+    snapshot = line["hashes"]["table_rows"]
+    assert snapshot and "table_h100.csv:" in snapshot
+    assert validate(line) == []
+    emptier = copy.deepcopy(line)
+    emptier["hashes"]["table_rows"] = ";".join(
+        f"{part.rpartition(':')[0]}:0" for part in snapshot.split(";"))
+    assert validate(emptier), "with no rows, the table-priced steps are model prices"
