@@ -25,7 +25,8 @@ RIGHT = [Y, 0, 7, -3, 10**30, z3.IntVal(2), z3.Real("r"), z3.Bool("b"), True, 2.
          z3.Int("x", OTHER), None, z3.IntVal(4, OTHER), z3.RealVal(1)]
 OPERATORS = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b,
              "lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-             "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+             "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "div": lambda a, b: a / b, "mod": lambda a, b: a % b}
 
 
 def _outcome(f, *args):
@@ -77,6 +78,28 @@ def test_junctions_are_z3s():
                                   repeat=2):
         (got, err), (want, want_err) = _outcome(V.Implies, a, b), _outcome(z3.Implies, a, b)
         assert err == want_err and _same(got, want), (a, b, got, want)
+
+
+def test_calls_are_z3s():
+    """An uninterpreted function of integers applied to integer terms, numerals and Python
+    ints; anything else (another sort, another context, a real, too many arguments, a
+    function of another domain or range) is left to the call."""
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    g = z3.Function("g", z3.IntSort(), z3.IntSort(), z3.IntSort())
+    h = z3.Function("h", z3.IntSort(), z3.BoolSort())
+    k = z3.Function("k", z3.RealSort(), z3.IntSort())
+    other = z3.Function("f", z3.IntSort(OTHER), z3.IntSort(OTHER))
+    args = [X, X + 1, z3.IntVal(3), 0, -2, 10**30, z3.Real("r"), z3.Bool("b"), True, 2.5,
+            z3.Int("x", OTHER), None]
+    for fn in (f, h, k, other):
+        for a in [(x,) for x in args] + [()]:
+            (got, err), (want, want_err) = _outcome(V.call, fn, *a), _outcome(fn, *a)
+            assert err == want_err and _same(got, want), (fn, a, got, want)
+    for a, b in itertools.product(args, repeat=2):
+        (got, err), (want, want_err) = _outcome(V.call, g, a, b), _outcome(g, a, b)
+        assert err == want_err and _same(got, want), (g, a, b, got, want)
+    (got, err), (want, want_err) = _outcome(V.call, f, X, Y), _outcome(f, X, Y)
+    assert err == want_err and _same(got, want)
 
 
 def test_if_is_z3s():

@@ -168,6 +168,7 @@ class Checker:
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
+        self._fast_budget: int | None = None  # the timeout it was last given
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
@@ -310,8 +311,11 @@ class Checker:
         if FAST_RLIMIT > 0:
             if self._fast is None:
                 self._fast = fast_solver(self.scope)
+                self._fast_budget = None
             fast = self._fast
-            fast.set("timeout", budget)  # the work limit ends it long before, but a bound
+            if budget != self._fast_budget:  # the work limit ends it long before, but a bound
+                fast.set("timeout", budget)  # (set when it changes: each call costs a bit)
+                self._fast_budget = budget
             fast.push()
             try:
                 fast.add(facts)

@@ -259,6 +259,52 @@ def mul(a, b) -> z3.ArithRef:
     return _arith(_mk_mul, got) if got else a * b
 
 
+def div(a, b) -> z3.ArithRef:
+    """`a / b` of integers (z3's `div`), made as `ge` makes `a >= b` (z3's reflected
+    operator makes the same term)."""
+    got = _ints(a, b)
+    if not got:
+        return a / b
+    ctx, x, y = got
+    return z3.ArithRef(_mk_div(ctx.ref(), x, y), ctx)
+
+
+def mod(a, b) -> z3.ArithRef:
+    """`a % b` of integers, made as `div`."""
+    got = _ints(a, b)
+    if not got:
+        return a % b
+    ctx, x, y = got
+    return z3.ArithRef(_mk_mod(ctx.ref(), x, y), ctx)
+
+
+def call(f, *args) -> z3.ExprRef:
+    """`f(*args)` of a function declaration from integers to integers, each argument an
+    integer term of its context or a Python int (made the numeral z3's call would make),
+    made by z3's C API without a sort object per argument; anything else goes to the
+    call itself."""
+    n = len(args)
+    if not isinstance(f, z3.FuncDeclRef) or not n:
+        return f(*args)
+    ctx = f.ctx
+    ref, decl = ctx.ref(), f.ast
+    if _arity(ref, decl) != n or _sort_kind(ref, _range(ref, decl)) != z3.Z3_INT_SORT:
+        return f(*args)
+    arr, keep = (_Ast * n)(), []
+    for i, a in enumerate(args):
+        if _sort_kind(ref, _domain(ref, decl, i)) != z3.Z3_INT_SORT:
+            return f(*args)
+        if type(a) is int:
+            keep.append(int_val(a, ctx))
+            arr[i] = keep[-1].as_ast()
+        elif isinstance(a, z3.ArithRef) and a.ctx is ctx and \
+                _sort_kind(ref, _get_sort(ref, a.as_ast())) == z3.Z3_INT_SORT:
+            arr[i] = a.as_ast()
+        else:
+            return f(*args)
+    return z3.ArithRef(_mk_app(ref, decl, n, arr), ctx)
+
+
 def _ints(a, b) -> tuple | None:
     """(context, a's pointer, b's pointer) where `a` is an integer term and `b` one of its
     context or a Python int (made the integer numeral z3's operator would make), else
@@ -517,6 +563,9 @@ _mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le,
 _mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
 _mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
 _get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
+_mk_div, _mk_mod, _mk_app = _core.Z3_mk_div, _core.Z3_mk_mod, _core.Z3_mk_app
+_arity, _range = _raw(_core.Z3_get_arity), _raw(_core.Z3_get_range)
+_domain = _raw(_core.Z3_get_domain)
 _model_eval, _numeral_string = _core.Z3_model_eval, _core.Z3_get_numeral_string
 _MAIN = z3.main_ctx()
 _INT = z3.IntSort(_MAIN)
