@@ -111,14 +111,14 @@ def arrays(spec: dict, r: Routing):
 
 
 def agrees(ids, facts: Facts, r: Routing) -> bool:
-    """The arrays of top-k choice `ids` have every value of `facts` (they are the routing
-    step's own arrays: `routing.align` built them, so they meet its postconditions, which
-    `tests/tasks/test_moe_task.py` checks of it)."""
+    """The arrays of top-k choice `ids` (a numpy array) have every value of `facts` (they
+    are the routing step's own arrays: `routing.align` builds them, here by its numpy twin
+    `routing.align_numpy`, which `tests/tasks/test_moe_task.py` holds equal to it; so they
+    meet its postconditions, which that test checks of it)."""
     if ids.shape != (r.tokens, r.topk) or (ids < 0).any() or (ids >= r.experts).any() or \
             any(len(set(row)) != r.topk for row in ids.tolist()):
         return False
-    _, sorted_ids, expert_ids = arrays({"ids": ids.tolist()}, r)
-    sid, bexp = sorted_ids.numpy(), expert_ids.numpy()
+    sid, bexp = routing.align_numpy(ids, r.experts, r.block, r.rows)
     return all(int(sid[p]) == v for p, v in facts.sid.items()) and \
         all(int(bexp[b]) == v for b, v in facts.bexp.items()) and \
         all(int(ids[t][k]) == v for (t, k), v in facts.tid.items()) and \
