@@ -165,6 +165,7 @@ class Checker:
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
         self._texts: dict = {}  # id(IR node) -> (node, its DSL text): `text`
+        self._printed: dict = {}  # the printer's memo of subexpressions (`print_expr`)
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
@@ -714,11 +715,11 @@ class Checker:
 
     def text(self, e: ir.Expr) -> str:
         """The DSL text of expression `e` (`print_expr`), for messages: printed once per
-        node and check (a loop's body runs twice, and an operator's text contains its
-        operands')."""
+        node and check (a loop's body runs twice), each subexpression once (an
+        operator's text contains its operands')."""
         hit = self._texts.get(id(e))
         if hit is None or hit[0] is not e:
-            hit = self._texts[id(e)] = (e, print_expr(e))
+            hit = self._texts[id(e)] = (e, print_expr(e, self._printed))
         return hit[1]
 
     def int_of(self, e: ir.Expr) -> z3.ArithRef:
