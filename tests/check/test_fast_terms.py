@@ -102,6 +102,17 @@ def test_calls_are_z3s():
     assert err == want_err and _same(got, want)
 
 
+def test_sums_are_z3s():
+    """Sums of integer terms (one, several, a list, a tuple), and what it leaves to z3:
+    Python ints, reals, nothing, another context."""
+    cases = [(X,), (X, Y), ([X, Y, X + 1],), ((X, z3.IntVal(2)),), (X, 3), (3, 4), (),
+             ([],), (X, z3.Real("r")), (z3.Real("r"), z3.Real("s")), (X, z3.Int("x", OTHER)),
+             ([X],), (z3.IntVal(1), z3.IntVal(2))]
+    for args in cases:
+        (got, err), (want, want_err) = _outcome(V.Sum, *args), _outcome(z3.Sum, *args)
+        assert err == want_err and _same(got, want), (args, got, want)
+
+
 def test_if_is_z3s():
     """If of formulas, of integer terms and numerals, and everything else it leaves to z3
     (Python ints and bools, reals, mixed sorts, another context)."""

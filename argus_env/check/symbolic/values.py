@@ -278,6 +278,22 @@ def mod(a, b) -> z3.ArithRef:
     return z3.ArithRef(_mk_mod(ctx.ref(), x, y), ctx)
 
 
+def Sum(*args) -> z3.ArithRef:
+    """`z3.Sum` of integer terms of one context (one list, or the terms): the same n-ary
+    sum, made by z3's C API; anything else goes to `z3.Sum`."""
+    terms = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    if terms and all(isinstance(t, z3.ArithRef) for t in terms):
+        ctx = terms[0].ctx
+        ref = ctx.ref()
+        arr = (_Ast * len(terms))()
+        for i, t in enumerate(terms):
+            if t.ctx is not ctx or _sort_kind(ref, _get_sort(ref, t.as_ast())) != z3.Z3_INT_SORT:
+                return z3.Sum(*args)
+            arr[i] = t.as_ast()
+        return z3.ArithRef(_mk_add(ref, len(terms), arr), ctx)
+    return z3.Sum(*args)
+
+
 def call(f, *args) -> z3.ExprRef:
     """`f(*args)` of a function declaration from integers to integers, each argument an
     integer term of its context or a Python int (made the numeral z3's call would make),
