@@ -135,6 +135,14 @@ def test_variables_numerals_and_sorts():
         assert V.is_int(e) == z3.is_int(e), e
 
 
+def test_truth_is_z3s():
+    p = z3.Bool("p")
+    for e in (z3.BoolVal(True), z3.BoolVal(False), p, z3.Not(p), z3.And(p, True), X, X > 1,
+              z3.IntVal(1), z3.BoolVal(True, OTHER), True, None, z3.simplify(z3.And(p, False))):
+        want = True if z3.is_true(e) else False if z3.is_false(e) else None
+        assert V.truth(e) is want, e
+
+
 def test_substitution_is_z3s():
     """A substitution's term and class as z3.substitute's, for terms it changes (a
     formula, a quantifier, an integer term that becomes a numeral) and terms it leaves

@@ -166,6 +166,7 @@ class Checker:
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
         self._texts: dict = {}  # id(IR node) -> (node, its DSL text): `text`
         self._printed: dict = {}  # the printer's memo of subexpressions (`print_expr`)
+        self._link_names: dict = {}  # id(grid-stride link) -> (link, its variables' names)
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
@@ -477,8 +478,12 @@ class Checker:
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []
         ordered = None
-        for pid, t, v, _, link in self.linear + self.past_linear:
-            vname, pname, tname = (x.decl().name() for x in (v, pid, t))
+        for entry in self.linear + self.past_linear:
+            pid, t, v, _, link = entry
+            hit = self._link_names.get(id(entry))
+            if hit is None or hit[0] is not entry:
+                hit = self._link_names[id(entry)] = (entry, *(x.decl().name() for x in (v, pid, t)))
+            _, vname, pname, tname = hit
             if ordered is None:
                 ordered = sorted(names)  # the same order in every process
             for name in ordered:

@@ -383,6 +383,19 @@ def is_int(e) -> bool:
     return _sort_kind(ctx, _get_sort(ctx, e.as_ast())) == z3.Z3_INT_SORT
 
 
+def truth(e) -> bool | None:
+    """True or False for the boolean literal `e` (`z3.is_true`, `z3.is_false`), read
+    through z3's C accessors; None for any other term."""
+    if not isinstance(e, z3.BoolRef):
+        return None
+    ref = e.ctx.ref()
+    a = e.as_ast()
+    if _ast_kind(ref, a) != z3.Z3_APP_AST or _num_args(ref, a):
+        return None
+    op = _decl_kind(ref, _app_decl(ref, a))
+    return True if op == z3.Z3_OP_TRUE else False if op == z3.Z3_OP_FALSE else None
+
+
 class Text:
     """The DSL text of an IR expression, printed when it is first read (`str`): a value's
     `origin` is made at every assignment and read by no rule, only by a message."""
