@@ -16,7 +16,7 @@ import itertools
 import z3
 
 from .solver import Var, affine, const_value, in_range
-from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
+from .values import (And, Cov, Not, Or, axis_ranges, depends_on, eq, evaluate, free_names,
                      int_var, substitution, unique)
 
 
@@ -115,9 +115,12 @@ def _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope) -> bool
     """Whether model `m`'s point x is confirmed missing (then reported): with its
     instance, element and x fixed, no term covers x at all."""
     bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
-    fixed = [v.expr == evaluate(m, v.expr) for v in ck.vars.vars.values()
-             if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
-             and evaluate(m, v.expr) is not None]
+    fixed = []
+    for v in ck.vars.vars.values():
+        if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound:
+            value = evaluate(m, v.expr)
+            if value is not None:
+                fixed.append(eq(v.expr, value))
     xv = evaluate(m, x)
     anyc = Or(*[And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
     if ck.solve(ctx + fixed + [anyc]) is not None:
