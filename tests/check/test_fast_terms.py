@@ -167,7 +167,7 @@ def test_numerals_are_read_as_z3_reads_them():
 
 
 def test_simplify_is_z3s_and_forgets():
-    """The memo answers z3.simplify's term, for a check; `forget` empties it."""
+    """The memo answers z3.simplify's term, until `forget` empties it."""
     e = X + 0 * Y - X + 3 > 2
     assert V.simplify(e).eq(z3.simplify(e))
     assert V.simplify(e) is V.simplify(e)

@@ -36,7 +36,7 @@ from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
 from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
-                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, int_var,
+                     _decl_kind, _num_args, axis_ranges, evaluate, free_names, int_var,
                      is_int, merge, simplify, substitution)
 from .whole import check_writes
 
@@ -83,7 +83,6 @@ class Checker:
                  deadline: float | None = None, target=None,
                  for_all: dict[str, tuple[int, int]] | None = None,
                  for_all_elements: int | None = None):
-        forget()  # the memo of `values.simplify` is each check's own
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):

@@ -515,10 +515,16 @@ _SIMPLE: dict[int, tuple] = {}  # expr id -> (expr, z3.simplify of it): `simplif
 
 
 def simplify(e):
-    """`z3.simplify(e)`, once per term of the global context in one check (the checker's
-    rules simplify the same scalars and conditions again and again: a loop's body is run
-    twice, an operand is read by every op that uses it). Each entry keeps its term alive,
-    so that its id is not reused; `forget` empties the memo when a check starts."""
+    """`z3.simplify(e)`, once per term of the global context (the checker's rules simplify
+    the same scalars and conditions again and again: a loop's body is run twice, an
+    operand is read by every op that uses it; and a check's terms recur in the next
+    check's, of the same program at other sizes or of a program made from the same one:
+    each call of z3's costs tens of microseconds, its rewriter made anew). The memo is the
+    process's, bounded: its answer is the term z3.simplify makes of the term when asked
+    again later (so on every call over every task's programs and corpora, checked when it
+    was made the process's; `tests/check/test_determinism.py`: a check's report alone and
+    after other checks). Each entry keeps its term alive, so that its id is not reused;
+    `forget` empties the memo."""
     if e.ctx is not _MAIN:
         return z3.simplify(e)
     key = e.get_id()
@@ -531,7 +537,7 @@ def simplify(e):
 
 
 def forget() -> None:
-    """Empty the memo of `simplify` (a check starts: its memo is its own)."""
+    """Empty the memo of `simplify`."""
     _SIMPLE.clear()
 
 
