@@ -226,6 +226,43 @@ class Checker:
         self._asked[id(model)] = (model, constraints)
         return model
 
+    def refuted(self, constraints) -> bool:
+        """Whether `constraints` (with the query's links and the pack's facts, as `solve`
+        asks them) are shown unsatisfiable by the fast try alone (`ask`: the SMT core,
+        `FAST_RLIMIT`), counted as one query. For obligations asked together, one query
+        for the disjunction of their conditions (`coverage.exactly_once`): unsatisfiable,
+        each of them is. A model or no answer shows nothing and records nothing: the
+        caller asks each obligation as it would have."""
+        constraints = list(constraints)
+        if constraints and _false(constraints[-1]):
+            return True
+        if FAST_RLIMIT <= 0:
+            return False
+        names = self._var_names(constraints) if self.linear or self.past_linear \
+            else frozenset()
+        facts = [*constraints, *self._links(names)]
+        if self.pack is not None and self.pack.axioms is not None:
+            facts += self.pack.axioms(self, constraints)
+        budget = self.query_timeout_ms()
+        self.report.queries += 1
+        facts = self.scope.into(facts)
+        if self._fast is None:
+            self._fast = fast_solver(self.scope)
+            self._fast_budget = None
+        fast = self._fast
+        if budget != self._fast_budget:
+            fast.set("timeout", budget)
+            self._fast_budget = budget
+        fast.push()
+        try:
+            fast.add(facts)
+            r = fast.check()
+        finally:
+            fast.pop()
+        if r == z3.unknown:
+            self._fast = None  # a cancelled search: the next query starts a fresh solver
+        return r == z3.unsat
+
     def solve_real(self, constraints, what: str | None = None) -> z3.ModelRef | None:
         """`solve` for a counterexample: while the task's pack says the model is one no
         input realises (`InvariantPack.exclude`), ask again, at most `REALISE_TRIES`
