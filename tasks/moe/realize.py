@@ -310,7 +310,8 @@ class _Track:
         # a timeout and an interruption alike ("canceled"), and neither is an answer
         solver.set("ctrl_c", False)
         solver.add(scope.into(self.constraints))
-        assumptions = [scope.into([b]) for _, b in self.labels.values()]
+        # the labels in the scope's context: the constants the translation makes of them
+        assumptions = [z3.Bool(name, scope.ctx) for name in self.labels]
         answer = solver.check(*assumptions)
         if answer == z3.unknown:   # out of time on a loaded machine, not unrealisable:
             solver.set("timeout", RETRY_TIMEOUT_MS)   # once more, with longer
