@@ -92,17 +92,27 @@ def on_write(ck, a, value, call):
     q = applied(f.sid, p)
     live = And(a.live, a.inbounds, gp, ge(p, 0), lt(p, r.rows))
     # a padding row whose write the mask lets through, in bounds or not
-    m = ck.find(And(a.live, gp, ge(p, 0), lt(p, r.rows), eq(q, r.pad)), a.shape)
+    padding = And(a.live, gp, ge(p, 0), lt(p, r.rows), eq(q, r.pad))
+    real = And(live, ne(q, r.pad))
+    token, slot = div(q, r.topk), mod(q, r.topk)
+    scatter = [(dim, want, a.coords[dims.index(dim)])
+               for dim, want in ((r.token, token), (r.slot, slot)) if dim in dims]
+    weights = [(dim, want, *value.tags[dim]) for dim, want in ((r.slot, slot), (r.token, token))
+               if dim in value.tags and r.slot in value.tags]
+    unweighted = name == r.output and r.slot not in value.tags and r.slot not in value.cov
+    # one query for all of them (where none holds, as in a correct program), else each
+    if ck.none_of([padding] + [And(real, ne(got, want)) for _, want, got in scatter] +
+                  [And(real, g, ne(v, want)) for _, want, g, v in weights] +
+                  ([And(a.live, a.inbounds, value.live())] if unweighted else []), a.shape):
+        for dim, _, _ in scatter:
+            ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
+        return value
+    m = ck.find(padding, a.shape)
     if m is not None:
         ck.violate("padding", op, f"a padding row (sorted position {evaluate(m, p)}) is written to "
                    f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
                    actual={"pair": q}, tensor=name, coords=tuple(evaluate(m, c) for c in a.coords))
-    real = And(live, ne(q, r.pad))
-    token, slot = div(q, r.topk), mod(q, r.topk)
-    for dim, want in ((r.token, token), (r.slot, slot)):
-        if dim not in dims:
-            continue
-        got = a.coords[dims.index(dim)]
+    for dim, want, got in scatter:
         m = ck.find(And(real, ne(got, want)), a.shape)
         if m is None:
             ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
@@ -112,17 +122,14 @@ def on_write(ck, a, value, call):
                    f"is written to {dim}={evaluate(m, got)} of `{name}`", m, a.shape,
                    expected={dim: want}, actual={dim: got}, tensor=name,
                    coords=tuple(evaluate(m, c) for c in a.coords))
-    for dim, want in ((r.slot, slot), (r.token, token)):
-        if dim not in value.tags or r.slot not in value.tags:
-            continue
-        g, v = value.tags[dim]
+    for dim, want, g, v in weights:
         m = ck.find(And(real, g, ne(v, want)), a.shape)
         if m is not None:
             ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
                        f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
                        a.shape, expected={dim: want}, actual={dim: v}, tensor=name,
                        coords=tuple(evaluate(m, c) for c in a.coords))
-    if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
+    if unweighted:
         _unweighted(ck, a, value, op, r)
     return value
 

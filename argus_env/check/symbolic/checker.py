@@ -35,7 +35,7 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
+from .values import (AXES, SV, And, Not, Or, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
                      _decl_kind, _num_args, axis_ranges, evaluate, free_names, int_var,
                      is_int, merge, simplify, substitution)
 from .whole import check_writes
@@ -262,6 +262,19 @@ class Checker:
         if r == z3.unknown:
             self._fast = None  # a cancelled search: the next query starts a fresh solver
         return r == z3.unsat
+
+    def none_of(self, conds, shape=()) -> bool:
+        """Whether no condition of `conds` (violations `find` would ask, at the current
+        point over a tile of `shape`) can hold: their disjunction refuted by one query
+        (`refuted`), so that each `find` would answer None. Conditions false by
+        simplification are left out; with fewer than two left, False (each is asked as it
+        is). In a quiet pass True: its `find`s answer None without asking."""
+        if self.quiet:
+            return True
+        live = [c for c in conds if not _false(c)]
+        if len(live) < 2:
+            return False
+        return self.refuted([*self.path(), *axis_ranges(shape), Or(*live)])
 
     def solve_real(self, constraints, what: str | None = None) -> z3.ModelRef | None:
         """`solve` for a counterexample: while the task's pack says the model is one no
