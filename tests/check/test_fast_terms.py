@@ -154,6 +154,9 @@ def test_substitution_is_z3s():
               z3.ForAll([X], X > Y), z3.IntVal(3), Y > 2, z3.Real("r") + 1, z3.If(p, X, Y)):
         assert _same(apply(e), z3.substitute(e, *pairs)), e
     assert apply(Y + 2) is not None and apply(None) is None
+    again = V.substitution([(X, z3.IntVal(0)), (p, z3.BoolVal(True))])  # the memo's answers
+    for e in (X + Y, z3.And(p, X > 1), Y, z3.Exists([Y], Y > X)):
+        assert _same(again(e), z3.substitute(e, *pairs)) and _same(again(e), apply(e)), e
 
 
 def test_numerals_are_read_as_z3_reads_them():

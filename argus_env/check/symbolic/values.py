@@ -444,7 +444,10 @@ def substitution(pairs):
     """The function `e -> e` with each `(old, new)` of `pairs` replaced simultaneously:
     `z3.substitute`, with the pairs' arrays built once for every term it is applied to
     and without the Python-side sort checks per call (z3's C API refuses a pair of two
-    sorts itself: `Z3Exception`). None stays None."""
+    sorts itself: `Z3Exception`). None stays None. Of the global context's terms, each
+    result is kept for the process (`_SUBST`): a substitution is a function of the
+    terms, and a check's terms and variables (named alike from check to check) recur in
+    the next check's, of the same program at other sizes or of a program made from it."""
     pairs = list(pairs)
     n = len(pairs)
     if not n:
@@ -452,6 +455,8 @@ def substitution(pairs):
     src, dst = (_Ast * n)(), (_Ast * n)()
     for i, (a, b) in enumerate(pairs):
         src[i], dst[i] = a.as_ast(), b.as_ast()
+    main = all(a.ctx is _MAIN and b.ctx is _MAIN for a, b in pairs)
+    ids = tuple(_ast_id(_MAIN_REF, x) for x in (*src, *dst)) if main else None
 
     def apply(e):
         if e is None:
@@ -460,14 +465,31 @@ def substitution(pairs):
             return z3.substitute(e, *pairs)
         ctx = e.ctx
         a = e.as_ast()
+        key = None
+        if ids is not None and ctx is _MAIN:
+            key = (ids, _ast_id(_MAIN_REF, a))
+            hit = _SUBST.get(key)
+            if hit is not None:
+                return hit[2]
         out = _substitute(ctx.ref(), a, n, src, dst)
         if out.value == a.value:  # none of the variables: the same term
-            return e
-        if type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
-            return z3.BoolRef(out, ctx)
-        return _to_expr_ref(out, ctx)
+            got = e
+        elif type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
+            got = z3.BoolRef(out, ctx)
+        else:
+            got = _to_expr_ref(out, ctx)
+        if key is not None:
+            if len(_SUBST) > 300_000:
+                _SUBST.clear()
+            _SUBST[key] = (e, pairs, got)  # the terms kept alive: their ids stay theirs
+        return got
     apply.pairs = pairs  # keeps the terms of the arrays alive
     return apply
+
+
+#: (ids of a substitution's pairs, id of a term) -> (the term, the pairs, the result):
+#: `substitution`'s memo of the global context's terms, bounded
+_SUBST: dict = {}
 
 
 def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
@@ -603,6 +625,7 @@ _arity, _range = _raw(_core.Z3_get_arity), _raw(_core.Z3_get_range)
 _domain = _raw(_core.Z3_get_domain)
 _model_eval, _numeral_string = _core.Z3_model_eval, _core.Z3_get_numeral_string
 _MAIN = z3.main_ctx()
+_MAIN_REF = _MAIN.ref()
 _INT = z3.IntSort(_MAIN)
 
 
