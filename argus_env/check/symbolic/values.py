@@ -583,21 +583,29 @@ def _free(ctx, ref, a, root) -> frozenset:
     if hit is not None:
         return hit[1]
     k = _ast_kind(ctx, a)
-    if k == z3.Z3_APP_AST or k == z3.Z3_NUMERAL_AST:
+    if k == _APP_AST:
         n = _num_args(ctx, a)
         if n == 0:
             d = _app_decl(ctx, a)
-            names = frozenset([z3.z3._symbol2py(ref, _decl_name(ctx, d))]) \
-                if _decl_kind(ctx, d) == z3.Z3_OP_UNINTERPRETED else frozenset()
+            names = frozenset((_symbol2py(ref, _decl_name(ctx, d)),)) \
+                if _decl_kind(ctx, d) == _UNINTERPRETED else _NONE
         else:
-            names = frozenset().union(*[_free(ctx, ref, _app_arg(ctx, a, i), root)
-                                        for i in range(n)])
-    elif k == z3.Z3_QUANTIFIER_AST:
+            names = _NONE  # the union of the arguments' (a new set only where it grows)
+            for i in range(n):
+                c = _free(ctx, ref, _app_arg(ctx, a, i), root)
+                if c and c is not names:
+                    names = c if not names else names if c <= names else names | c
+    elif k == _QUANTIFIER_AST:
         names = _free(ctx, ref, _quantifier_body(ctx, a), root)
-    else:  # a bound variable
-        names = frozenset()
+    else:  # a numeral, a bound variable
+        names = _NONE
     _FREE[key] = (root, names)
     return names
+
+
+_NONE: frozenset = frozenset()
+_APP_AST, _QUANTIFIER_AST = z3.Z3_APP_AST, z3.Z3_QUANTIFIER_AST
+_UNINTERPRETED, _symbol2py = z3.Z3_OP_UNINTERPRETED, z3.z3._symbol2py
 
 
 def _raw(fn):
