@@ -52,6 +52,8 @@ def walked(exprs, names: dict) -> list:
                     kind = decls[d.value] = names.get(_symbol_string(ctx, _decl_name(ctx, d)))
                 if kind is not None:
                     found[key] = (kind, _to_expr_ref(a, ref))
+        if not found:
+            found = _NOTHING  # most terms have none: one shared (never changed) dict
         memo[key] = found
         return found
     for e in exprs:
@@ -92,6 +94,7 @@ def _walks(names: dict) -> tuple:
 
 
 _MISSING = object()
+_NOTHING: dict = {}  # the applications of a term that has none (read, never updated)
 if z3 is not None:
     def _raw(fn):
         """The C function a z3core binding wraps (without its error-code check), or the
