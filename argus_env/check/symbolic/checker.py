@@ -245,6 +245,7 @@ class Checker:
             facts += self.pack.axioms(self, constraints)
         budget = self.query_timeout_ms()
         self.report.queries += 1
+        t0 = time.perf_counter()
         facts = self.scope.into(facts)
         if self._fast is None:
             self._fast = fast_solver(self.scope)
@@ -261,6 +262,8 @@ class Checker:
             fast.pop()
         if r == z3.unknown:
             self._fast = None  # a cancelled search: the next query starts a fresh solver
+        if self.profile is not None:
+            self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
         return r == z3.unsat
 
     def none_of(self, conds, shape=()) -> bool:

@@ -479,7 +479,7 @@ def substitution(pairs):
         else:
             got = _to_expr_ref(out, ctx)
         if key is not None:
-            if len(_SUBST) > 300_000:
+            if len(_SUBST) > 100_000:
                 _SUBST.clear()
             _SUBST[key] = (e, pairs, got)  # the terms kept alive: their ids stay theirs
         return got
