@@ -4,7 +4,10 @@ The printer builds a Python `ast` for the program and lets `ast.unparse` handle 
 precedence, so the text always parses back (through `argus_env.dsl.parse_program`) to an
 equal IR. Only the function signature is laid out by hand, one parameter per line, to
 keep long signatures readable; the body is unparsed inside a function definition, so a
-multi-line docstring keeps its text exactly.
+multi-line docstring keeps its text exactly. One expression (`print_expr`, which the
+checker's messages ask for thousands of times a check) is spelled directly by the rules
+`ast.unparse` follows, without the `ast` objects (`tests/ir/test_printer.py` holds the two
+equal on every expression of every program).
 """
 
 from __future__ import annotations
@@ -67,14 +70,15 @@ def _const_ast(value) -> ast.expr:
     return ast.Constant(value=value)
 
 
-def _call_ast(call: ir.Call) -> ast.Call:
+def _call_parts(call: ir.Call) -> tuple[list, list]:
+    """The positional arguments and the (name, value) keywords that spell `call`."""
     spec = OPS[call.fn]
     given = dict(call.args)
-    args: list[ast.expr] = []
-    keywords: list[ast.keyword] = []
+    args: list[ir.Expr] = []
+    keywords: list[tuple[str, ir.Expr]] = []
     if spec.varargs:
         dims = given.get(spec.params[0])
-        args = [to_ast(x) for x in dims.elts] if dims is not None else []
+        args = list(dims.elts) if dims is not None else []
     else:
         positional = True
         for i, name in enumerate(spec.params):
@@ -84,21 +88,113 @@ def _call_ast(call: ir.Call) -> ast.Call:
                 continue
             if call.fn == "range" and name == "step" and given[name] == ir.Const(1):
                 continue
-            value = to_ast(given[name])
             if positional:
-                args.append(value)
+                args.append(given[name])
             else:
-                keywords.append(ast.keyword(arg=name, value=value))
+                keywords.append((name, given[name]))
         for name in spec.kwonly:
             if name in given:
-                keywords.append(ast.keyword(arg=name, value=to_ast(given[name])))
-    keywords += [ast.keyword(arg=k, value=to_ast(v)) for k, v in call.tags]
-    return ast.Call(func=_a(call.fn), args=args, keywords=keywords)
+                keywords.append((name, given[name]))
+    keywords += list(call.tags)
+    return args, keywords
 
 
-def print_expr(e: ir.Expr) -> str:
-    """DSL text of one expression."""
-    return ast.unparse(to_ast(e))
+def _call_ast(call: ir.Call) -> ast.Call:
+    args, keywords = _call_parts(call)
+    return ast.Call(func=_a(call.fn), args=[to_ast(x) for x in args],
+                    keywords=[ast.keyword(arg=k, value=to_ast(v)) for k, v in keywords])
+
+
+def print_expr(e: ir.Expr, memo: dict | None = None) -> str:
+    """DSL text of one expression: `ast.unparse` of its Python expression (`to_ast`),
+    spelled here directly by the same rules (`tests/ir/test_printer.py` holds the two
+    equal). `memo` (id -> (node, text, precedence)), kept by a caller that prints many
+    expressions of one program (the checker's messages), spares printing a subexpression
+    twice."""
+    try:
+        return _text(e, _P_TEST, memo if memo is not None else {})
+    except _Unusual:
+        return ast.unparse(to_ast(e))
+
+
+class _Unusual(Exception):
+    """A node `_text` does not spell: `ast.unparse` spells the expression."""
+
+
+#: `ast._Precedence` of the nodes the printer makes (the parser's: an operand is
+#: parenthesised where its context binds tighter than it does)
+_P_TUPLE, _P_TEST, _P_NOT, _P_CMP, _P_EXPR, _P_FACTOR, _P_NEVER = 2, 4, 7, 8, 9, 15, 99
+_BIN_PRECEDENCE = {"+": 13, "-": 13, "*": 14, "/": 14, "//": 14, "%": 14, "<<": 12,
+                   ">>": 12, "|": 9, "^": 10, "&": 11}
+_UNARY_PRECEDENCE = {"-": _P_FACTOR, "~": _P_FACTOR, "not": _P_NOT}
+
+
+def _text(e: ir.Expr, context: int, memo: dict) -> str:
+    """`e` spelled in a context of precedence `context`."""
+    hit = memo.get(id(e))
+    if hit is None or hit[0] is not e:
+        hit = memo[id(e)] = (e, *_bare(e, memo))
+    return f"({hit[1]})" if context > hit[2] else hit[1]
+
+
+def _constant(value) -> str:
+    if isinstance(value, (float, complex)):
+        return repr(value).replace("inf", ast._INFSTR).replace("nan", f"({ast._INFSTR}-{ast._INFSTR})")
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    raise _Unusual
+
+
+def _items(elts, memo: dict) -> str:
+    if len(elts) == 1:
+        return _text(elts[0], _P_TEST, memo) + ","
+    return ", ".join(_text(x, _P_TEST, memo) for x in elts)
+
+
+def _bare(e: ir.Expr, memo: dict) -> tuple[str, int]:
+    """(`e`'s text without parentheses, its precedence)."""
+    if isinstance(e, ir.Const):
+        c = _const_ast(e.value)
+        if isinstance(c, ast.UnaryOp):  # a negative number: `-x`
+            return "-" + _constant(c.operand.value), _P_FACTOR
+        return _constant(c.value), _P_NEVER
+    if isinstance(e, ir.Name):
+        return e.id, _P_NEVER
+    if isinstance(e, ir.Symbol):
+        return f"{ALIAS}.{e.name}", _P_NEVER
+    if isinstance(e, ir.Slice):
+        return ":", _P_NEVER
+    if isinstance(e, ir.TupleExpr):
+        return _items(e.elts, memo), _P_TUPLE if e.elts else -1
+    if isinstance(e, ir.BinOp):
+        if e.op in _CMP:
+            return f"{_text(e.lhs, _P_EXPR, memo)} {e.op} {_text(e.rhs, _P_EXPR, memo)}", _P_CMP
+        p = _BIN_PRECEDENCE.get(e.op)
+        if p is None:
+            raise _Unusual
+        return f"{_text(e.lhs, p, memo)} {e.op} {_text(e.rhs, p + 1, memo)}", p
+    if isinstance(e, ir.UnaryOp):
+        p = _UNARY_PRECEDENCE.get(e.op)
+        if p is None:
+            raise _Unusual
+        return e.op + ("" if p == _P_FACTOR else " ") + _text(e.operand, p, memo), p
+    if isinstance(e, ir.Subscript):
+        base = _text(e.base, _P_NEVER, memo)
+        if len(e.index) > 1:
+            index = _items(e.index, memo)
+        elif not e.index:
+            index = "()"
+        elif isinstance(e.index[0], ir.TupleExpr) and e.index[0].elts:
+            index = _items(e.index[0].elts, memo)  # a tuple's parentheses can be omitted
+        else:
+            index = _text(e.index[0], _P_TEST, memo)
+        return f"{base}[{index}]", _P_NEVER
+    if isinstance(e, ir.Call):
+        args, keywords = _call_parts(e)
+        parts = [_text(x, _P_TEST, memo) for x in args]
+        parts += [f"{k}={_text(v, _P_TEST, memo)}" for k, v in keywords]
+        return f"{ALIAS}.{e.fn}({', '.join(parts)})", _P_NEVER
+    raise _Unusual
 
 
 def _block_ast(stmts: tuple[ir.Stmt, ...]) -> list[ast.stmt]:

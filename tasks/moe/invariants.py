@@ -44,7 +44,8 @@ from .witness import exclude, witness
 try:  # the rules run inside the checker, which needs z3; the task also runs without it
     import z3
 
-    from argus_env.check.symbolic.values import And, evaluate
+    from argus_env.check.symbolic.values import And, div, eq, evaluate, ge, lt, mod, ne
+    from argus_env.check.symbolic.values import call as applied
 except ImportError:  # pragma: no cover - a machine that only measures
     z3 = evaluate = And = None
 
@@ -61,10 +62,10 @@ def on_dot(ck, out, shape, what: str) -> None:
     if r.pos not in out.tags or r.expert not in out.tags:
         return
     f = fns(ck)
-    (gp, p), (ge, e) = out.tags[r.pos], out.tags[r.expert]
-    q = f.sid(p)
-    routed = f.tid(q / r.topk, q % r.topk)
-    m = ck.find(And(gp, ge, p >= 0, p < r.rows, q != r.pad, routed != e), shape)
+    (gp, p), (g_e, e) = out.tags[r.pos], out.tags[r.expert]
+    q = applied(f.sid, p)
+    routed = applied(f.tid, div(q, r.topk), mod(q, r.topk))
+    m = ck.find(And(gp, g_e, ge(p, 0), lt(p, r.rows), ne(q, r.pad), ne(routed, e)), shape)
     if m is None:
         ck.proven(f"{what}: each sorted row meets its own expert's weights")
         return
@@ -88,39 +89,47 @@ def on_write(ck, a, value, call):
     f = fns(ck)
     gp, p = value.tags[r.pos]
     p = ck.fix_lanes(p)
-    q = f.sid(p)
-    live = And(a.live, a.inbounds, gp, p >= 0, p < r.rows)
+    q = applied(f.sid, p)
+    live = And(a.live, a.inbounds, gp, ge(p, 0), lt(p, r.rows))
     # a padding row whose write the mask lets through, in bounds or not
-    m = ck.find(And(a.live, gp, p >= 0, p < r.rows, q == r.pad), a.shape)
+    padding = And(a.live, gp, ge(p, 0), lt(p, r.rows), eq(q, r.pad))
+    real = And(live, ne(q, r.pad))
+    token, slot = div(q, r.topk), mod(q, r.topk)
+    scatter = [(dim, want, a.coords[dims.index(dim)])
+               for dim, want in ((r.token, token), (r.slot, slot)) if dim in dims]
+    weights = [(dim, want, *value.tags[dim]) for dim, want in ((r.slot, slot), (r.token, token))
+               if dim in value.tags and r.slot in value.tags]
+    unweighted = name == r.output and r.slot not in value.tags and r.slot not in value.cov
+    # one query for all of them (where none holds, as in a correct program), else each
+    if ck.none_of([padding] + [And(real, ne(got, want)) for _, want, got in scatter] +
+                  [And(real, g, ne(v, want)) for _, want, g, v in weights] +
+                  ([And(a.live, a.inbounds, value.live())] if unweighted else []), a.shape):
+        for dim, _, _ in scatter:
+            ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
+        return value
+    m = ck.find(padding, a.shape)
     if m is not None:
         ck.violate("padding", op, f"a padding row (sorted position {evaluate(m, p)}) is written to "
                    f"`{name}`", m, a.shape, expected={"pair": f"< {r.pad}"},
                    actual={"pair": q}, tensor=name, coords=tuple(evaluate(m, c) for c in a.coords))
-    real = And(live, q != r.pad)
-    for dim, want in ((r.token, q / r.topk), (r.slot, q % r.topk)):
-        if dim not in dims:
-            continue
-        got = a.coords[dims.index(dim)]
-        m = ck.find(And(real, got != want), a.shape)
+    for dim, want, got in scatter:
+        m = ck.find(And(real, ne(got, want)), a.shape)
         if m is None:
             ck.proven(f"{op} {name}: each row goes to the {dim} of its pair")
             continue
         ck.violate("scatter", op, f"the row of sorted position {evaluate(m, p)} holds pair "
-                   f"{evaluate(m, q)} (token {evaluate(m, q / r.topk)}, slot {evaluate(m, q % r.topk)}) but "
+                   f"{evaluate(m, q)} (token {evaluate(m, token)}, slot {evaluate(m, slot)}) but "
                    f"is written to {dim}={evaluate(m, got)} of `{name}`", m, a.shape,
                    expected={dim: want}, actual={dim: got}, tensor=name,
                    coords=tuple(evaluate(m, c) for c in a.coords))
-    for dim, want in ((r.slot, q % r.topk), (r.token, q / r.topk)):
-        if dim not in value.tags or r.slot not in value.tags:
-            continue
-        g, v = value.tags[dim]
-        m = ck.find(And(real, g, v != want), a.shape)
+    for dim, want, g, v in weights:
+        m = ck.find(And(real, g, ne(v, want)), a.shape)
         if m is not None:
             ck.violate("combine", op, f"the row of pair {evaluate(m, q)} is scaled by the top-k "
                        f"weight of {dim}={evaluate(m, v)}, not its own {dim}={evaluate(m, want)}", m,
                        a.shape, expected={dim: want}, actual={dim: v}, tensor=name,
                        coords=tuple(evaluate(m, c) for c in a.coords))
-    if name == r.output and r.slot not in value.tags and r.slot not in value.cov:
+    if unweighted:
         _unweighted(ck, a, value, op, r)
     return value
 

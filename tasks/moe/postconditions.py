@@ -41,10 +41,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .terms import apps
+from .terms import walked
 
 try:  # the rules run inside the checker, which needs z3; the task also runs without it
     import z3
+
+    from argus_env.check.symbolic.values import (And, If, Implies, Or, add, call, div, eq,
+                                                 ge, gt, int_val, le, lt, mod, mul, ne, sub)
 except ImportError:  # pragma: no cover - a machine that only measures
     z3 = None
 
@@ -167,18 +170,20 @@ def axioms_and_terms(ck, constraints, depth: int = 3) -> tuple[list, list]:
     memo = _memo(r, "inst")  # term id -> (term, instance)
     out, seen, todo, found = [], set(), list(constraints), []
     for _ in range(depth):
-        terms = apps(ck, todo, names)
+        terms: dict = {}  # app id -> (kind, app): `apps`, with the ids the walk read
+        for _, got in walked(todo, names):
+            terms.update(got)
         todo = []
-        for kind, t in terms:
-            if t.get_id() in seen:
+        for key, (kind, t) in terms.items():
+            if key in seen:
                 continue
-            seen.add(t.get_id())
+            seen.add(key)
             found.append((kind, t))
-            if t.get_id() not in memo:  # the term is kept, so its id is not reused
-                memo[t.get_id()] = (t, _instance(r, f, kind, t))
-            inst = memo[t.get_id()][1]
-            out.append(inst)
-            todo.append(inst)
+            hit = memo.get(key)
+            if hit is None:  # the term is kept, so its id is not reused
+                hit = memo[key] = (t, _instance(r, f, kind, t))
+            out.append(hit[1])
+            todo.append(hit[1])
         if not todo:
             break
     return out, found
@@ -226,39 +231,44 @@ def _memo(r: Routing, kind: str) -> dict:
 
 
 def _instance(r: Routing, f: Fns, kind: str, t):
-    """The first tier at one term."""
+    """The first tier at one term (made by the checker's term constructors: the terms z3's
+    operators make, `tests/check/test_fast_terms.py`)."""
     a = t.arg(0)
     if kind == "sid":
-        q, e = t, f.bexp(a / r.block)
-        pair = z3.And(q >= 0, q < r.pad, f.inv(q) == a, f.tid(q / r.topk, q % r.topk) == e)
-        return z3.Implies(z3.And(a >= 0, a < r.rows), z3.And(
-            z3.Or(q == r.pad, pair),
-            z3.Implies(e < 0, q == r.pad),                   # an empty block: padding
-            z3.Implies(z3.And(e >= 0, a % r.block == 0), q != r.pad)))  # a run's block
+        q, e = t, call(f.bexp, div(a, r.block))
+        pair = And(ge(q, 0), lt(q, r.pad), eq(call(f.inv, q), a),
+                   eq(call(f.tid, div(q, r.topk), mod(q, r.topk)), e))
+        return Implies(And(ge(a, 0), lt(a, r.rows)), And(
+            Or(eq(q, r.pad), pair),
+            Implies(lt(e, 0), eq(q, r.pad)),                 # an empty block: padding
+            Implies(And(ge(e, 0), eq(mod(a, r.block), 0)), ne(q, r.pad))))  # a run's block
     if kind == "inv":
-        return z3.Implies(z3.And(a >= 0, a < r.pad),
-                          z3.And(t >= 0, t < r.rows, f.sid(t) == a))
+        return Implies(And(ge(a, 0), lt(a, r.pad)),
+                       And(ge(t, 0), lt(t, r.rows), eq(call(f.sid, t), a)))
     if kind == "bexp":
         lo, hi = r.used_blocks()
-        return z3.Implies(z3.And(a >= 0, a < r.blocks), z3.And(
-            t >= -1, t < r.experts, z3.Implies(a < lo, t >= 0), z3.Implies(a >= hi, t == -1)))
+        return Implies(And(ge(a, 0), lt(a, r.blocks)), And(
+            ge(t, -1), lt(t, r.experts), Implies(lt(a, lo), ge(t, 0)),
+            Implies(ge(a, hi), eq(t, -1))))
     b = t.arg(1)
-    return z3.Implies(z3.And(a >= 0, a < r.tokens, b >= 0, b < r.topk),
-                      z3.And(t >= 0, t < r.experts))
+    return Implies(And(ge(a, 0), lt(a, r.tokens), ge(b, 0), lt(b, r.topk)),
+                   And(ge(t, 0), lt(t, r.experts)))
 
 
 def _refinement(r: Routing, f: Fns, kind: str, t):
     """The second tier at one term."""
     a = t.arg(0)
     if kind == "bexp":
-        return z3.Implies(z3.And(a >= 0, a < r.blocks, t >= 0), a < (t + 1) * r.run_blocks)
-    q, b = t, a / r.block
-    runs = z3.If(b + 1 <= r.experts, b + 1, r.experts)
-    return z3.Implies(z3.And(a >= 0, a < r.rows, q >= 0, q < r.pad), z3.And(
-        a % r.block <= q / r.topk,                           # rank >= offset, <= token
+        return Implies(And(ge(a, 0), lt(a, r.blocks), ge(t, 0)),
+                       lt(a, mul(add(t, 1), r.run_blocks)))
+    q, b = t, div(a, r.block)
+    runs = If(le(add(b, 1), r.experts), add(b, 1), int_val(r.experts))
+    return Implies(And(ge(a, 0), lt(a, r.rows), ge(q, 0), lt(q, r.pad)), And(
+        le(mod(a, r.block), div(q, r.topk)),                 # rank >= offset, <= token
         # the pairs blocks 0..b hold at least: one per run (at most E runs), BM for every
         # other block, and those before it in block b
-        r.block * (b + 1 - runs) + runs + a % r.block <= r.pad))
+        le(add(add(mul(int_val(r.block), sub(add(b, 1), runs)), runs), mod(a, r.block)),
+           r.pad)))
 
 
 def _pairwise(ck, r: Routing, f: Fns, found: list) -> list:
@@ -303,60 +313,63 @@ def _expert_has_a_block(r: Routing, v, b1, b2):
     expert or an empty one, after a block of an earlier expert, and between two blocks
     whose experts lie on either side of it."""
     t, k, a1 = v.arg(0), v.arg(1), b1.arg(0)
-    live = z3.And(t >= 0, t < r.tokens, k >= 0, k < r.topk, a1 >= 0, a1 < r.blocks)
-    later = z3.Or(b1 < 0, v < b1)   # v's block comes before a1
-    one = z3.And(z3.Implies(later, a1 >= 1),
-                 z3.Implies(z3.And(b1 >= 0, v > b1), a1 + 1 < r.blocks))
+    live = And(ge(t, 0), lt(t, r.tokens), ge(k, 0), lt(k, r.topk), ge(a1, 0), lt(a1, r.blocks))
+    later = Or(lt(b1, 0), lt(v, b1))   # v's block comes before a1
+    one = And(Implies(later, ge(a1, 1)),
+              Implies(And(ge(b1, 0), gt(v, b1)), lt(add(a1, 1), r.blocks)))
     if b2 is None:
-        return z3.Implies(live, one)
+        return Implies(live, one)
     a2 = b2.arg(0)
-    between = z3.And(a1 < a2, a2 < r.blocks, b1 >= 0, b1 < v, z3.Or(b2 < 0, v < b2))
-    return z3.Implies(live, z3.Implies(between, a2 - a1 >= 2))
+    between = And(lt(a1, a2), lt(a2, r.blocks), ge(b1, 0), lt(b1, v), Or(lt(b2, 0), lt(v, b2)))
+    return Implies(live, Implies(between, ge(sub(a2, a1), 2)))
 
 
 def _pair(r: Routing, f: Fns, kind: str, t1, t2):
     a1, a2 = t1.arg(0), t2.arg(0)
     if kind == "tid":
         k1, k2 = t1.arg(1), t2.arg(1)
-        live = z3.And(a1 >= 0, a1 < r.tokens, k1 >= 0, k1 < r.topk, k2 >= 0, k2 < r.topk)
-        return z3.Implies(z3.And(live, a1 == a2, k1 != k2), t1 != t2)  # distinct experts
+        live = And(ge(a1, 0), lt(a1, r.tokens), ge(k1, 0), lt(k1, r.topk), ge(k2, 0),
+                   lt(k2, r.topk))
+        return Implies(And(live, eq(a1, a2), ne(k1, k2)), ne(t1, t2))  # distinct experts
     if kind == "bexp":
-        return z3.And(_blocks_in_order(r, a1, t1, a2, t2), _blocks_in_order(r, a2, t2, a1, t1))
-    return z3.And(_run_order(r, f, a1, t1, a2, t2), _run_order(r, f, a2, t2, a1, t1),
-                  _room(r, a1, t1, a2, t2), _room(r, a2, t2, a1, t1))
+        return And(_blocks_in_order(r, a1, t1, a2, t2), _blocks_in_order(r, a2, t2, a1, t1))
+    return And(_run_order(r, f, a1, t1, a2, t2), _run_order(r, f, a2, t2, a1, t1),
+               _room(r, a1, t1, a2, t2), _room(r, a2, t2, a1, t1))
 
 
 def _blocks_in_order(r: Routing, b1, e1, b2, e2):
     """Block b1 before block b2: experts in order, empty blocks last, and the blocks from
     b1 to b2 belong to experts e1..e2, each at most a run of K = ceil(T / BM) blocks."""
-    return z3.Implies(z3.And(b1 >= 0, b1 < b2, b2 < r.blocks), z3.And(
-        z3.Implies(e1 < 0, e2 < 0),
-        z3.Implies(z3.And(e1 >= 0, e2 >= 0), z3.And(
-            e1 <= e2, b2 - b1 <= (e2 - e1 + 1) * r.run_blocks - 1))))
+    return Implies(And(ge(b1, 0), lt(b1, b2), lt(b2, r.blocks)), And(
+        Implies(lt(e1, 0), lt(e2, 0)),
+        Implies(And(ge(e1, 0), ge(e2, 0)), And(
+            le(e1, e2),
+            le(sub(b2, b1), sub(mul(add(sub(e2, e1), 1), r.run_blocks), 1))))))
 
 
 def _run_order(r: Routing, f: Fns, a1, q1, a2, q2):
     """Position a1 before a2 in one expert's run: pairs first, in order, then padding."""
-    e1, e2 = f.bexp(a1 / r.block), f.bexp(a2 / r.block)
-    t1, t2 = q1 / r.topk, q2 / r.topk
-    same = z3.And(a1 >= 0, a1 < a2, a2 < r.rows, e1 >= 0, e1 == e2)
-    return z3.Implies(same, z3.And(
-        z3.Implies(q1 == r.pad, q2 == r.pad),
-        z3.Implies(q2 != r.pad, z3.And(t1 < t2, a2 - a1 <= t2 - t1))))
+    e1, e2 = call(f.bexp, div(a1, r.block)), call(f.bexp, div(a2, r.block))
+    t1, t2 = div(q1, r.topk), div(q2, r.topk)
+    same = And(ge(a1, 0), lt(a1, a2), lt(a2, r.rows), ge(e1, 0), eq(e1, e2))
+    return Implies(same, And(
+        Implies(eq(q1, r.pad), eq(q2, r.pad)),
+        Implies(ne(q2, r.pad), And(lt(t1, t2), le(sub(a2, a1), sub(t2, t1))))))
 
 
 def _room(r: Routing, a1, q1, a2, q2):
     """Pairs a1 and a2 in blocks b1 < b2: every block up to b2 holds a pair, and the blocks
     of a1 and a2 hold theirs and those before them in the block (a run's pairs come first):
     b2 + (a1 % BM) + (a2 % BM) + 1 pairs at least."""
-    b1, b2 = a1 / r.block, a2 / r.block
-    both = z3.And(a1 >= 0, a2 < r.rows, b1 < b2, q1 != r.pad, q2 != r.pad)
-    return z3.Implies(both, b2 + a1 % r.block + a2 % r.block + 1 <= r.pad)
+    b1, b2 = div(a1, r.block), div(a2, r.block)
+    both = And(ge(a1, 0), lt(a2, r.rows), lt(b1, b2), ne(q1, r.pad), ne(q2, r.pad))
+    return Implies(both, le(add(add(add(b2, mod(a1, r.block)), mod(a2, r.block)), 1), r.pad))
 
 
 def _last_block(r: Routing, f: Fns, s, b):
     """Padding sits in the last block of its run: the next block has another expert."""
-    a, e = s.arg(0), f.bexp(s.arg(0) / r.block)
+    a = s.arg(0)
+    e = call(f.bexp, div(a, r.block))
     nxt = b.arg(0)
-    return z3.Implies(z3.And(a >= 0, a < r.rows, nxt == a / r.block + 1, nxt < r.blocks,
-                             s == r.pad, e >= 0), b != e)
+    return Implies(And(ge(a, 0), lt(a, r.rows), eq(nxt, add(div(a, r.block), 1)),
+                       lt(nxt, r.blocks), eq(s, r.pad), ge(e, 0)), ne(b, e))

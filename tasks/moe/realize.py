@@ -34,8 +34,8 @@ except ImportError:  # pragma: no cover - a machine that only measures
     z3 = None
 else:
     from argus_env.check.isolated import Scope, back
-    from argus_env.check.symbolic.values import (And, If, Implies, ge, gt, int_val, le, lt,
-                                                 mul, sub)
+    from argus_env.check.symbolic.values import (And, If, Implies, Or, Sum, add, eq, ge, gt,
+                                                 int_val, int_var, le, lt, mul, ne, sub)
 
 
 @dataclass
@@ -111,14 +111,14 @@ def arrays(spec: dict, r: Routing):
 
 
 def agrees(ids, facts: Facts, r: Routing) -> bool:
-    """The arrays of top-k choice `ids` have every value of `facts` (they are the routing
-    step's own arrays: `routing.align` built them, so they meet its postconditions, which
-    `tests/tasks/test_moe_task.py` checks of it)."""
+    """The arrays of top-k choice `ids` (a numpy array) have every value of `facts` (they
+    are the routing step's own arrays: `routing.align` builds them, here by its numpy twin
+    `routing.align_numpy`, which `tests/tasks/test_moe_task.py` holds equal to it; so they
+    meet its postconditions, which that test checks of it)."""
     if ids.shape != (r.tokens, r.topk) or (ids < 0).any() or (ids >= r.experts).any() or \
             any(len(set(row)) != r.topk for row in ids.tolist()):
         return False
-    _, sorted_ids, expert_ids = arrays({"ids": ids.tolist()}, r)
-    sid, bexp = sorted_ids.numpy(), expert_ids.numpy()
+    sid, bexp = routing.align_numpy(ids, r.experts, r.block, r.rows)
     return all(int(sid[p]) == v for p, v in facts.sid.items()) and \
         all(int(bexp[b]) == v for b, v in facts.bexp.items()) and \
         all(int(ids[t][k]) == v for (t, k), v in facts.tid.items()) and \
@@ -181,33 +181,33 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=N
 
     def open_to(e, lo, hi):  # tokens in [lo, hi) that expert e may take
         return (hi - lo) - sum(1 for t in full if lo <= t < hi and e not in rows[t])
-    c = {e: z3.Int(f"count{e}") for e in named}
-    nb = {e: z3.Int(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
+    c = {e: int_var(f"count{e}") for e in named}
+    nb = {e: int_var(f"blocks{e}") for e in named}    # ceil(c / BM), without a division
     for e in named:
         track.plain(ge(c[e], 0), ge(nb[e], 0), le(nb[e], r.run_blocks),
                     le(c[e], mul(nb[e], BM)), gt(c[e], mul(sub(nb[e], 1), BM)))
         track.add(le(c[e], open_to(e, 0, T)), closed)
     rest = Routing(BM, T - len(full), r.topk, r.experts, r.rows)  # an expert no fact names
-    groups, start, acc, pairs = [], {}, z3.IntVal(0), []
+    groups, start, acc, pairs = [], {}, int_val(0), []
     for lo, hi in zip([-1] + named, named + [r.experts]):
         n = hi - lo - 1
         if n > 0:  # the experts strictly between two named ones
-            g, q = z3.Int(f"group_blocks{lo}"), z3.Int(f"group_pairs{lo}")
-            track.add(z3.And(g >= 0, g <= n * rest.run_blocks, q >= _least(g, n, rest),
-                             q <= _most(g, n, rest)), closed)
+            g, q = int_var(f"group_blocks{lo}"), int_var(f"group_pairs{lo}")
+            track.add(And(ge(g, 0), le(g, n * rest.run_blocks), ge(q, _least(g, n, rest)),
+                          le(q, _most(g, n, rest))), closed)
             groups.append((lo + 1, n, g, q))
-            acc, pairs = acc + g, pairs + [q]
+            acc, pairs = add(acc, g), pairs + [q]
         if hi < r.experts:
             start[hi] = acc
-            acc, pairs = acc + nb[hi], pairs + [c[hi]]
+            acc, pairs = add(acc, nb[hi]), pairs + [c[hi]]
     used = acc
-    track.plain(z3.Sum(pairs) == r.pad, used <= r.blocks)
+    track.plain(eq(Sum(pairs), r.pad), le(used, r.blocks))
     for b, e in facts.bexp.items():
-        track.add(b >= used if e < 0 else z3.And(start[e] <= b, b < start[e] + nb[e]),
+        track.add(le(used, b) if e < 0 else And(le(start[e], b), gt(add(start[e], nb[e]), b)),
                   [("bexp", b)])
     ranks = {}
     for (t, k), (p, e) in placed.items():
-        rank = p - start[e] * BM
+        rank = sub(int_val(p), mul(start[e], BM))
         ranks[(t, k)] = rank
         track.add(And(ge(rank, 0), lt(rank, c[e])), [("pair", (t, k))])
         track.add(And(le(rank, open_to(e, 0, t)),
@@ -220,7 +220,8 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=N
         if e is None:
             raise Unrealisable(f"padding at {p} in a block of no known expert")
         if e >= 0:
-            track.add(p - start[e] * BM >= c[e], [("sid", p), ("bexp", p // BM)])
+            track.add(ge(sub(int_val(p), mul(start[e], BM)), c[e]),
+                      [("sid", p), ("bexp", p // BM)])
     keys = sorted(placed)
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
@@ -230,13 +231,13 @@ def _counts(facts: Facts, sid: dict, placed: dict, r: Routing, tried=(), scope=N
                 raise Unrealisable(f"token {a[0]} takes expert {placed[a][1]} twice",
                                    track.facts_of([("pair", a), ("pair", b)]))
             lo, hi = (a, b) if a[0] < b[0] else (b, a)
-            track.add(z3.And(ranks[hi] - ranks[lo] >= 1, ranks[hi] - ranks[lo] <= hi[0] - lo[0]),
-                      [("pair", a), ("pair", b)])
+            apart = sub(ranks[hi], ranks[lo])
+            track.add(And(ge(apart, 1), le(apart, hi[0] - lo[0])), [("pair", a), ("pair", b)])
     _forced_fit(track, facts, placed, ranks, c, r, open_to, closed)
     _windows(track, facts, placed, ranks, c, groups, r, rows, open_to)
     for spec in tried:  # counts and ranks the fill found no tokens for
-        track.plain(z3.Or(*[c[e] != spec["counts"][e] for e in named],
-                          *[ranks[(t, k)] != rank for t, k, _, rank in spec["anchors"]]))
+        track.plain(Or(*[ne(c[e], spec["counts"][e]) for e in named],
+                       *[ne(ranks[(t, k)], rank) for t, k, _, rank in spec["anchors"]]))
     m = track.check(scope)
 
     def val(x):
@@ -309,7 +310,8 @@ class _Track:
         # a timeout and an interruption alike ("canceled"), and neither is an answer
         solver.set("ctrl_c", False)
         solver.add(scope.into(self.constraints))
-        assumptions = [scope.into([b]) for _, b in self.labels.values()]
+        # the labels in the scope's context: the constants the translation makes of them
+        assumptions = [z3.Bool(name, scope.ctx) for name in self.labels]
         answer = solver.check(*assumptions)
         if answer == z3.unknown:   # out of time on a loaded machine, not unrealisable:
             solver.set("timeout", RETRY_TIMEOUT_MS)   # once more, with longer
@@ -351,8 +353,8 @@ def _windows(track, facts: Facts, placed: dict, ranks: dict, c, groups, r: Routi
     points = sorted({0, T} | {x for t in rows for x in (t, t + 1)})
     pins: dict = {}
     for (t, k), (_, e) in placed.items():
-        pins.setdefault(e, {0: z3.IntVal(0), T: c[e]})
-        pins[e][t], pins[e][t + 1] = ranks[(t, k)], ranks[(t, k)] + 1
+        pins.setdefault(e, {0: int_val(0), T: c[e]})
+        pins[e][t], pins[e][t + 1] = ranks[(t, k)], add(ranks[(t, k)], 1)
     keys = [("pair", tk) for tk in placed] + [("tid", tk) for tk in facts.tid if tk not in placed]
     for i, a in enumerate(points):
         for b in points[i + 1:]:
@@ -369,22 +371,23 @@ def _windows(track, facts: Facts, placed: dict, ranks: dict, c, groups, r: Routi
             for _, n, _, q in groups:
                 low = sub(q, n * outside)
                 need.append(If(gt(low, 0), low, int_val(0)))
-            track.add(le(z3.Sum(need), (b - a) * r.topk), keys)
+            track.add(le(Sum(need), (b - a) * r.topk), keys)
 
 
 def _least(g, n: int, r: Routing):
     """The fewest pairs that fill g blocks of n experts (one on each of the first n
     blocks, a whole block more for each further one)."""
-    return z3.If(g <= n, g, n + (g - n) * r.block)
+    return If(le(g, n), g, add(int_val(n), mul(sub(g, n), r.block)))
 
 
 def _most(g, n: int, r: Routing):
     """The most pairs g blocks of n experts hold (an expert at most T: its first K - 1
     blocks BM each, its K-th the rest)."""
     k, last = r.run_blocks, r.tokens - (r.run_blocks - 1) * r.block
-    full = z3.If(g <= n * (k - 1), g, n * (k - 1))
-    extra = z3.If(g - n * (k - 1) <= 0, 0, z3.If(g - n * (k - 1) >= n, n, g - n * (k - 1)))
-    return r.block * full + last * extra
+    full = If(le(g, n * (k - 1)), g, int_val(n * (k - 1)))
+    over = sub(g, n * (k - 1))
+    extra = If(le(over, 0), int_val(0), If(ge(over, n), int_val(n), over))
+    return add(mul(int_val(r.block), full), mul(int_val(last), extra))
 
 
 def _spread(blocks: int, pairs: int, n: int, r: Routing) -> list[int]:
@@ -417,7 +420,7 @@ def _forced_fit(track, facts: Facts, placed: dict, ranks: dict, c, r: Routing, o
         mine = sorted((t, ranks[(t, k)], (t, k)) for (t, k) in placed if placed[(t, k)][1] == e)
         keys = [("tid", tk) for tk in tokens] + [("pair", m[2]) for m in mine]
         track.add(ge(c[e], len(tokens) + len(mine)), keys)
-        bounds = [(-1, z3.IntVal(-1), None)] + mine + [(r.tokens, c[e], None)]
+        bounds = [(-1, int_val(-1), None)] + mine + [(r.tokens, c[e], None)]
         for (t0, r0, _), (t1, r1, _) in zip(bounds, bounds[1:]):
             inside = sum(1 for t, _ in tokens if t0 < t < t1)
             gap = sub(sub(r1, r0), 1)

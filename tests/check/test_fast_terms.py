@@ -25,7 +25,8 @@ RIGHT = [Y, 0, 7, -3, 10**30, z3.IntVal(2), z3.Real("r"), z3.Bool("b"), True, 2.
          z3.Int("x", OTHER), None, z3.IntVal(4, OTHER), z3.RealVal(1)]
 OPERATORS = {"ge": lambda a, b: a >= b, "gt": lambda a, b: a > b, "le": lambda a, b: a <= b,
              "lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-             "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+             "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "div": lambda a, b: a / b, "mod": lambda a, b: a % b}
 
 
 def _outcome(f, *args):
@@ -79,6 +80,39 @@ def test_junctions_are_z3s():
         assert err == want_err and _same(got, want), (a, b, got, want)
 
 
+def test_calls_are_z3s():
+    """An uninterpreted function of integers applied to integer terms, numerals and Python
+    ints; anything else (another sort, another context, a real, too many arguments, a
+    function of another domain or range) is left to the call."""
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    g = z3.Function("g", z3.IntSort(), z3.IntSort(), z3.IntSort())
+    h = z3.Function("h", z3.IntSort(), z3.BoolSort())
+    k = z3.Function("k", z3.RealSort(), z3.IntSort())
+    other = z3.Function("f", z3.IntSort(OTHER), z3.IntSort(OTHER))
+    args = [X, X + 1, z3.IntVal(3), 0, -2, 10**30, z3.Real("r"), z3.Bool("b"), True, 2.5,
+            z3.Int("x", OTHER), None]
+    for fn in (f, h, k, other):
+        for a in [(x,) for x in args] + [()]:
+            (got, err), (want, want_err) = _outcome(V.call, fn, *a), _outcome(fn, *a)
+            assert err == want_err and _same(got, want), (fn, a, got, want)
+    for a, b in itertools.product(args, repeat=2):
+        (got, err), (want, want_err) = _outcome(V.call, g, a, b), _outcome(g, a, b)
+        assert err == want_err and _same(got, want), (g, a, b, got, want)
+    (got, err), (want, want_err) = _outcome(V.call, f, X, Y), _outcome(f, X, Y)
+    assert err == want_err and _same(got, want)
+
+
+def test_sums_are_z3s():
+    """Sums of integer terms (one, several, a list, a tuple), and what it leaves to z3:
+    Python ints, reals, nothing, another context."""
+    cases = [(X,), (X, Y), ([X, Y, X + 1],), ((X, z3.IntVal(2)),), (X, 3), (3, 4), (),
+             ([],), (X, z3.Real("r")), (z3.Real("r"), z3.Real("s")), (X, z3.Int("x", OTHER)),
+             ([X],), (z3.IntVal(1), z3.IntVal(2))]
+    for args in cases:
+        (got, err), (want, want_err) = _outcome(V.Sum, *args), _outcome(z3.Sum, *args)
+        assert err == want_err and _same(got, want), (args, got, want)
+
+
 def test_if_is_z3s():
     """If of formulas, of integer terms and numerals, and everything else it leaves to z3
     (Python ints and bools, reals, mixed sorts, another context)."""
@@ -101,6 +135,14 @@ def test_variables_numerals_and_sorts():
         assert V.is_int(e) == z3.is_int(e), e
 
 
+def test_truth_is_z3s():
+    p = z3.Bool("p")
+    for e in (z3.BoolVal(True), z3.BoolVal(False), p, z3.Not(p), z3.And(p, True), X, X > 1,
+              z3.IntVal(1), z3.BoolVal(True, OTHER), True, None, z3.simplify(z3.And(p, False))):
+        want = True if z3.is_true(e) else False if z3.is_false(e) else None
+        assert V.truth(e) is want, e
+
+
 def test_substitution_is_z3s():
     """A substitution's term and class as z3.substitute's, for terms it changes (a
     formula, a quantifier, an integer term that becomes a numeral) and terms it leaves
@@ -112,6 +154,9 @@ def test_substitution_is_z3s():
               z3.ForAll([X], X > Y), z3.IntVal(3), Y > 2, z3.Real("r") + 1, z3.If(p, X, Y)):
         assert _same(apply(e), z3.substitute(e, *pairs)), e
     assert apply(Y + 2) is not None and apply(None) is None
+    again = V.substitution([(X, z3.IntVal(0)), (p, z3.BoolVal(True))])  # the memo's answers
+    for e in (X + Y, z3.And(p, X > 1), Y, z3.Exists([Y], Y > X)):
+        assert _same(again(e), z3.substitute(e, *pairs)) and _same(again(e), apply(e)), e
 
 
 def test_numerals_are_read_as_z3_reads_them():
@@ -125,7 +170,7 @@ def test_numerals_are_read_as_z3_reads_them():
 
 
 def test_simplify_is_z3s_and_forgets():
-    """The memo answers z3.simplify's term, for a check; `forget` empties it."""
+    """The memo answers z3.simplify's term, until `forget` empties it."""
     e = X + 0 * Y - X + 3 > 2
     assert V.simplify(e).eq(z3.simplify(e))
     assert V.simplify(e) is V.simplify(e)

@@ -25,6 +25,22 @@ def test_routing_meets_its_postconditions(skew, block):
     assert torch.allclose(weights.sum(-1), torch.ones(50))
 
 
+@pytest.mark.parametrize("skew", [0.0, 1.5])
+def test_the_numpy_align_is_align(skew):
+    """`align_numpy` (the checker's realiser's) makes `align`'s arrays: routings of every
+    skew, block, top-k and size, the padded rows given or not, experts left empty."""
+    gen = torch.Generator().manual_seed(5)
+    for tokens, experts, k, block in [(1, 1, 1, 16), (7, 4, 2, 16), (40, 8, 2, 64),
+                                      (33, 16, 4, 64), (13, 6, 3, 32), (200, 8, 2, 16),
+                                      (64, 64, 8, 128)]:
+        _, ids = routing.topk(routing.router_logits(tokens, experts, skew, gen), k)
+        for rows in (None, routing.padded_rows(tokens, experts, k, block) + 2 * block):
+            want = routing.align(ids, experts, block, rows)
+            got = routing.align_numpy(ids.numpy().astype("int64"), experts, block, rows)
+            for w, g in zip(want, got):
+                assert g.dtype == w.numpy().dtype and (g == w.numpy()).all(), (tokens, k)
+
+
 def test_skewed_routing_leaves_experts_empty():
     gen = torch.Generator().manual_seed(0)
     _, ids = routing.topk(routing.router_logits(40, 8, 1.5, gen), 2)

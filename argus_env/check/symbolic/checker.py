@@ -35,8 +35,8 @@ from .radix import radix_form
 from .rules import effect, expr_rule
 from .solver import Var, Vars, const_value, interval, tdiv, tmod
 from .state import Frame, Write, owner, stmt_text
-from .values import (AXES, SV, And, Not, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
-                     _decl_kind, _num_args, axis_ranges, evaluate, forget, free_names, int_var,
+from .values import (AXES, SV, And, Not, Or, Text, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, axis_ranges, evaluate, free_names, int_var,
                      is_int, merge, simplify, substitution)
 from .whole import check_writes
 
@@ -83,7 +83,6 @@ class Checker:
                  deadline: float | None = None, target=None,
                  for_all: dict[str, tuple[int, int]] | None = None,
                  for_all_elements: int | None = None):
-        forget()  # the memo of `values.simplify` is each check's own
         self.program = program
         self.kernel = program.kernel
         if task is not None and hasattr(task, "program_sizes"):
@@ -165,9 +164,12 @@ class Checker:
         self.profile: list | None = None  # (seconds, line, result) per query when a list
         self._asked: dict = {}  # id(model) -> (model, constraints) of the latest answers
         self._texts: dict = {}  # id(IR node) -> (node, its DSL text): `text`
+        self._printed: dict = {}  # the printer's memo of subexpressions (`print_expr`)
+        self._link_names: dict = {}  # id(grid-stride link) -> (link, its variables' names)
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
+        self._fast_budget: int | None = None  # the timeout it was last given
 
     # ------------------------------------------------------------ queries
     def path(self) -> list[z3.BoolRef]:
@@ -223,6 +225,59 @@ class Checker:
             self._asked.pop(next(iter(self._asked)))
         self._asked[id(model)] = (model, constraints)
         return model
+
+    def refuted(self, constraints) -> bool:
+        """Whether `constraints` (with the query's links and the pack's facts, as `solve`
+        asks them) are shown unsatisfiable by the fast try alone (`ask`: the SMT core,
+        `FAST_RLIMIT`), counted as one query. For obligations asked together, one query
+        for the disjunction of their conditions (`coverage.exactly_once`): unsatisfiable,
+        each of them is. A model or no answer shows nothing and records nothing: the
+        caller asks each obligation as it would have."""
+        constraints = list(constraints)
+        if constraints and _false(constraints[-1]):
+            return True
+        if FAST_RLIMIT <= 0:
+            return False
+        names = self._var_names(constraints) if self.linear or self.past_linear \
+            else frozenset()
+        facts = [*constraints, *self._links(names)]
+        if self.pack is not None and self.pack.axioms is not None:
+            facts += self.pack.axioms(self, constraints)
+        budget = self.query_timeout_ms()
+        self.report.queries += 1
+        t0 = time.perf_counter()
+        facts = self.scope.into(facts)
+        if self._fast is None:
+            self._fast = fast_solver(self.scope)
+            self._fast_budget = None
+        fast = self._fast
+        if budget != self._fast_budget:
+            fast.set("timeout", budget)
+            self._fast_budget = budget
+        fast.push()
+        try:
+            fast.add(facts)
+            r = fast.check()
+        finally:
+            fast.pop()
+        if r == z3.unknown:
+            self._fast = None  # a cancelled search: the next query starts a fresh solver
+        if self.profile is not None:
+            self.profile.append((time.perf_counter() - t0, self._line(), str(r)))
+        return r == z3.unsat
+
+    def none_of(self, conds, shape=()) -> bool:
+        """Whether no condition of `conds` (violations `find` would ask, at the current
+        point over a tile of `shape`) can hold: their disjunction refuted by one query
+        (`refuted`), so that each `find` would answer None. Conditions false by
+        simplification are left out; with fewer than two left, False (each is asked as it
+        is). In a quiet pass True: its `find`s answer None without asking."""
+        if self.quiet:
+            return True
+        live = [c for c in conds if not _false(c)]
+        if len(live) < 2:
+            return False
+        return self.refuted([*self.path(), *axis_ranges(shape), Or(*live)])
 
     def solve_real(self, constraints, what: str | None = None) -> z3.ModelRef | None:
         """`solve` for a counterexample: while the task's pack says the model is one no
@@ -310,8 +365,11 @@ class Checker:
         if FAST_RLIMIT > 0:
             if self._fast is None:
                 self._fast = fast_solver(self.scope)
+                self._fast_budget = None
             fast = self._fast
-            fast.set("timeout", budget)  # the work limit ends it long before, but a bound
+            if budget != self._fast_budget:  # the work limit ends it long before, but a bound
+                fast.set("timeout", budget)  # (set when it changes: each call costs a bit)
+                self._fast_budget = budget
             fast.push()
             try:
                 fast.add(facts)
@@ -472,8 +530,12 @@ class Checker:
         also mentions that copy's program id or iteration counter: v = pid + t*step."""
         out = []
         ordered = None
-        for pid, t, v, _, link in self.linear + self.past_linear:
-            vname, pname, tname = (x.decl().name() for x in (v, pid, t))
+        for entry in self.linear + self.past_linear:
+            pid, t, v, _, link = entry
+            hit = self._link_names.get(id(entry))
+            if hit is None or hit[0] is not entry:
+                hit = self._link_names[id(entry)] = (entry, *(x.decl().name() for x in (v, pid, t)))
+            _, vname, pname, tname = hit
             if ordered is None:
                 ordered = sorted(names)  # the same order in every process
             for name in ordered:
@@ -710,11 +772,11 @@ class Checker:
 
     def text(self, e: ir.Expr) -> str:
         """The DSL text of expression `e` (`print_expr`), for messages: printed once per
-        node and check (a loop's body runs twice, and an operator's text contains its
-        operands')."""
+        node and check (a loop's body runs twice), each subexpression once (an
+        operator's text contains its operands')."""
         hit = self._texts.get(id(e))
         if hit is None or hit[0] is not e:
-            hit = self._texts[id(e)] = (e, print_expr(e))
+            hit = self._texts[id(e)] = (e, print_expr(e, self._printed))
         return hit[1]
 
     def int_of(self, e: ir.Expr) -> z3.ArithRef:

@@ -16,7 +16,7 @@ import itertools
 import z3
 
 from .solver import Var, affine, const_value, in_range
-from .values import (And, Cov, Not, Or, axis_ranges, depends_on, evaluate, free_names,
+from .values import (And, Cov, Not, Or, axis_ranges, depends_on, eq, evaluate, free_names,
                      int_var, substitution, unique)
 
 
@@ -25,23 +25,22 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
     """`groups` (optional) splits the completeness step by the checked instance: pairs
     (equalities naming one instance, the picks of each term that may cover its element),
     one query each; every instance the context allows must share its element's
-    coordinates with one group's instance (`whole._coverage_groups`)."""
+    coordinates with one group's instance (`whole._coverage_groups`).
+
+    The three steps' conditions are made first; where the completeness step is one
+    query, the disjunction of every step's condition is asked once of the fast try
+    (`Checker.refuted`): unsatisfiable, all three hold (most reductions: one query
+    instead of three). Anything else asks each step as it is, in order."""
     ctx = list(context) + axis_ranges(shape)
-    ok = True
+    outside = []
     for term in terms:
         lo_n, hi_n = const_value(lo), const_value(hi)
         if lo_n is not None and hi_n is not None and \
                 in_range(ck, [term.idx - lo_n], [hi_n - lo_n], shape):
             continue  # within [lo, hi) by the ranges of its variables: no query
-        m = ck.solve(ctx + [term.dom, Or(term.idx < lo, term.idx >= hi)])
-        if m is not None:
-            ok = False
-            ck.violate("coverage", op, f"the reduction over {name} includes {name}="
-                       f"{evaluate(m, term.idx)}, outside [{evaluate(m, lo)}, {evaluate(m, hi)})", m, shape,
-                       expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
-                       actual={name: term.idx}, frag=frag, scope=scope)
-            return
+        outside.append((term, [term.dom, Or(term.idx < lo, term.idx >= hi)]))
     sums = [t for t in terms if t.kind == "sum"]
+    twice = []
     for i, t1 in enumerate(sums):
         for t2 in sums[i:]:
             used = free_ids([t2.dom, t2.idx])
@@ -53,14 +52,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
             dom2, idx2 = z3.substitute(t2.dom, *r2) if r2 else t2.dom, \
                 z3.substitute(t2.idx, *r2) if r2 else t2.idx
             distinct = Or(*[b != c for b, c in r2]) if t1 is t2 else z3.BoolVal(True)
-            m = ck.solve(ctx + [t1.dom, dom2, t1.idx == idx2, distinct])
-            if m is not None:
-                ck.violate("coverage", op, f"the reduction over {name} accumulates "
-                           f"{name}={evaluate(m, t1.idx)} twice", m, shape,
-                           expected={f"times {name}={evaluate(m, t1.idx)}": 1},
-                           actual={f"times {name}={evaluate(m, t1.idx)}": 2}, frag=frag,
-                           scope=scope)
-                return
+            twice.append((t1, [t1.dom, dom2, t1.idx == idx2, distinct]))
     x = ck.vars.fresh(f"missing_{name}", "point", None, None)
     sym = bool(ck.for_all)
     plain = [_some_lane(ck, w) for t in terms
@@ -75,6 +67,29 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         pins = [v == value for v, value in inst]
         gap = [Not(Or(*covered))] if covered else []
         queries.append((ctx + pins + [x >= lo, x < hi] + gap, pins + gap))
+    if len(queries) == 1:
+        conds = [c for _, c in outside] + [c for _, c in twice] + \
+            [[x >= lo, x < hi] + queries[0][1]]
+        if len(conds) > 1 and ck.refuted(ctx + [Or(*[And(*c) for c in conds])]):
+            ck.proven(f"{op}: {name} covered exactly once")
+            return
+    for term, cond in outside:
+        m = ck.solve(ctx + cond)
+        if m is not None:
+            ck.violate("coverage", op, f"the reduction over {name} includes {name}="
+                       f"{evaluate(m, term.idx)}, outside [{evaluate(m, lo)}, {evaluate(m, hi)})", m, shape,
+                       expected={name: f"[{evaluate(m, lo)}, {evaluate(m, hi)})"},
+                       actual={name: term.idx}, frag=frag, scope=scope)
+            return
+    for t1, cond in twice:
+        m = ck.solve(ctx + cond)
+        if m is not None:
+            ck.violate("coverage", op, f"the reduction over {name} accumulates "
+                       f"{name}={evaluate(m, t1.idx)} twice", m, shape,
+                       expected={f"times {name}={evaluate(m, t1.idx)}": 1},
+                       actual={f"times {name}={evaluate(m, t1.idx)}": 2}, frag=frag,
+                       scope=scope)
+            return
     m = None
     # one tile at a time: the context is the same in every query, so a tile whose query is
     # unsatisfiable is shown so by one incremental solver (`Checker.unsat_each`); the
@@ -88,8 +103,7 @@ def exactly_once(ck, terms: list[Cov], lo, hi, context: list, shape, name: str, 
         if m is not None:
             break
     if m is None:
-        if ok:
-            ck.proven(f"{op}: {name} covered exactly once")
+        ck.proven(f"{op}: {name} covered exactly once")
         return
     if _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope):
         return
@@ -115,9 +129,12 @@ def _missing(ck, terms, ctx, x, m, name, lo, hi, shape, op, frag, scope) -> bool
     """Whether model `m`'s point x is confirmed missing (then reported): with its
     instance, element and x fixed, no term covers x at all."""
     bound = {b.get_id() for t in terms for b in t.bound} | {x.get_id()}
-    fixed = [v.expr == evaluate(m, v.expr) for v in ck.vars.vars.values()
-             if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound
-             and evaluate(m, v.expr) is not None]
+    fixed = []
+    for v in ck.vars.vars.values():
+        if v.kind in ("pid", "iter", "axis", "point") and v.expr.get_id() not in bound:
+            value = evaluate(m, v.expr)
+            if value is not None:
+                fixed.append(eq(v.expr, value))
     xv = evaluate(m, x)
     anyc = Or(*[And(t.dom, t.idx == xv) for t in terms]) if terms else z3.BoolVal(False)
     if ck.solve(ctx + fixed + [anyc]) is not None:

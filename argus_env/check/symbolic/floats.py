@@ -36,7 +36,8 @@ import z3
 from ..magnitudes import (BOUND, EXP_ZERO, F16_MAG, KEEP, LOW_FILL, MAG_LIMIT, exp_mag,
                           grow, plus)
 from ..pack import JUNK
-from .values import SV, And, Cov, Not, Or, simplify, substitution, unique
+from .values import (SV, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
+                     _decl_kind, _num_args, simplify, substitution, unique)
 
 TRUE, FALSE = z3.BoolVal(True), z3.BoolVal(False)
 
@@ -296,12 +297,29 @@ def conjuncts(e) -> list:
 def implies(a, b) -> bool:
     """Whether `a` implies `b` syntactically: every conjunct of `b` is one of `a`'s (or `b`
     is true). A cheap, sound test that spares a reduction lane's junk term where it is
-    empty by construction (a masked load is nonzero only where it carries its index)."""
+    empty by construction (a masked load is nonzero only where it carries its index). The
+    conjuncts are compared by id (`_conjunct_ids`: those of `conjuncts`, read through z3's
+    C accessors)."""
     if z3.is_true(b):
         return True
-    mine = {c.get_id() for x in (a, simplify(a)) for c in conjuncts(x)}
-    return all(c.get_id() in mine for c in conjuncts(b)) or \
-        all(c.get_id() in mine for c in conjuncts(simplify(b)))
+    mine = _conjunct_ids(a) | _conjunct_ids(simplify(a))
+    return _conjunct_ids(b) <= mine or _conjunct_ids(simplify(b)) <= mine
+
+
+def _conjunct_ids(e) -> set:
+    """The ids of `conjuncts(e)`, without a Python object per subterm (`e` is kept alive
+    by the caller meanwhile)."""
+    ctx = e.ctx
+    ref = ctx.ref()
+    out, todo = set(), [e.as_ast()]
+    while todo:
+        x = todo.pop()
+        if _ast_kind(ref, x) == z3.Z3_APP_AST and \
+                _decl_kind(ref, _app_decl(ref, x)) == z3.Z3_OP_AND:
+            todo.extend(_app_arg(ref, x, i) for i in range(_num_args(ref, x)))
+        else:
+            out.add(_ast_id(ref, x))
+    return out
 
 
 def junk(lane, dom, shape_lane: int) -> Cov:

@@ -19,9 +19,9 @@ from .order import check_added, drop_final
 from .solver import affine, const_value, in_range
 from .state import Write
 from .tags import FALSE, add_cov, union_tags
-from .values import (AXES, SV, And, Cov, If, Not, Or, align, depends_on, eq, evaluate,
-                     free_names, ge, int_val, is_int, lt, move_axes, ne, subst, substitution,
-                     unique)
+from .values import (AXES, SV, And, Cov, If, Not, Or, align, depends_on, div, eq, evaluate,
+                     free_names, ge, int_val, is_int, lt, move_axes, mul, ne, sub, subst,
+                     substitution, unique)
 
 
 @dataclass
@@ -224,13 +224,13 @@ def _writer_at(coords, at, writer) -> tuple:
         ranked = sorted(coeffs.values(), key=lambda vc: -abs(vc[1]))
         if any(k <= 0 for _, k in ranked):
             continue
-        rest = target - c0
+        rest = sub(target, c0)
         for v, k in ranked:
             if any(v.eq(p) for p, _ in pairs):
                 break
-            pick = rest / k if k != 1 else rest
+            pick = div(rest, k) if k != 1 else rest
             pairs.append((v, pick))
-            rest = rest - k * pick
+            rest = sub(rest, mul(int_val(k), pick)) if type(k) is int else rest - k * pick
     return tuple(pairs)
 
 

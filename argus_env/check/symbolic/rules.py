@@ -16,13 +16,13 @@ from ..fragments import transposed
 from ..report import CheckUnsupported
 from .memory import assert_tags, dot, load, write
 from .order import NARROW, check_added, finalise, sums
-from .solver import Var, _Shaped, const_value, interval
+from .solver import Var, _Shaped, const_value, interval, numeral
 from .tags import FALSE, add_cov, bcast, union_tags
 from . import floats
 from ..pack import JUNK
 from .values import (AXES, SV, And, Cov, If, Not, Or, add, align, axis_ranges, depends_on,
                      eq, evaluate, free_names, ge, gt, is_int, le, lt, merge_facts, move_axes,
-                     mul, ne, simplify, sub, subst, substitution)
+                     mul, ne, simplify, sub, subst, substitution, truth)
 
 # ---------------------------------------------------------------- leaves and operators
 def expr_rule(ck, e: ir.Expr) -> SV:
@@ -167,7 +167,7 @@ def _wide(x: SV) -> bool:
     constant past 32 bits (Triton makes such a constant an int64)."""
     if x.wide:
         return True
-    c = const_value(x.val) if x.ctime and x.val is not None and z3.is_int(x.val) else None
+    c = const_value(x.val) if x.ctime and x.val is not None and is_int(x.val) else None
     return c is not None and not INT_RANGE[32][0] <= c < INT_RANGE[32][1]
 
 
@@ -195,7 +195,7 @@ def _inputs(ck, *terms) -> list:
             param = ck.kernel.param(name[len("data_"):])
         elif name.startswith("scalar_") and not t.num_args():
             param = ck.kernel.param(name[len("scalar_"):])
-        if param is not None and z3.is_int(t):
+        if param is not None and is_int(t):
             lo, hi = INT_RANGE[64 if param.dtype == "i64" else 32]
             out.append(z3.And(t >= lo, t < hi))
         todo.extend(t.children())
@@ -234,7 +234,7 @@ def no_wrap(ck, val, shape, bits: int, what: str) -> None:
     such result, at every instance and element where it is computed (masked or not),
     lies in its width's range, or the program is refused (`CheckUnsupported`). Compile-
     time constants are Python integers in the generated code and are not asked."""
-    if ck.quiet or val is None or not z3.is_int(val):
+    if ck.quiet or val is None or not is_int(val):
         return
     lo, hi = INT_RANGE[bits]
     b = interval(val, _IntView(ck, shape))
@@ -269,8 +269,8 @@ def _int_rules(ck, op: str, x: SV, y: SV, shape, what: str) -> None:
     (floor and truncation agree); a divisor is never 0 (undefined on the GPU). A shift
     amount lies within the width."""
     a, b = x.val, y.val
-    if a is None or b is None or not (z3.is_int(a) or z3.is_bool(a)) \
-            or not (z3.is_int(b) or z3.is_bool(b)) or ck.quiet:
+    if a is None or b is None or not (is_int(a) or z3.is_bool(a)) \
+            or not (is_int(b) or z3.is_bool(b)) or ck.quiet:
         return
     a = z3.If(a, 1, 0) if z3.is_bool(a) else a
     b = z3.If(b, 1, 0) if z3.is_bool(b) else b
@@ -314,11 +314,11 @@ def scalar_value(x: SV) -> float | None:
     if x.val is None:
         return None
     v = simplify(x.val)
-    if z3.is_int_value(v):
-        return float(v.as_long())
-    if z3.is_true(v) or z3.is_false(v):
-        return 1.0 if z3.is_true(v) else 0.0
-    return None
+    n = numeral(v)
+    if n is not None:
+        return float(n)
+    t = truth(v)
+    return None if t is None else 1.0 if t else 0.0
 
 
 def _ffold(op: str, a, b):

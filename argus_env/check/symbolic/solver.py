@@ -149,6 +149,10 @@ def interval(e: z3.ExprRef, vars: Vars, depth: int = 0) -> tuple[int, int] | Non
     return hit[1]
 
 
+#: the names of the tile axes `AXES`
+_AXIS_NAMES = tuple(ax.decl().name() for ax in AXES)
+
+
 class _Shaped:
     """`Vars` seen with the tile axes of one shape bounded (axis i in [0, shape[i])): the
     ranges `interval` reads, with a memo of its own per shape."""
@@ -156,7 +160,8 @@ class _Shaped:
     def __init__(self, vars: Vars, shape: tuple[int, ...], axes):
         self.vars = vars
         self.bounds = vars.bounds.setdefault(("shape", shape), ({}, None))[0]
-        self.axes = {ax.decl().name(): n for ax, n in zip(axes, shape)}
+        names = _AXIS_NAMES if axes is AXES else [ax.decl().name() for ax in axes]
+        self.axes = dict(zip(names, shape))
 
     def named(self, name: str) -> tuple[int | None, int | None] | None:
         n = self.axes.get(name)

@@ -259,6 +259,68 @@ def mul(a, b) -> z3.ArithRef:
     return _arith(_mk_mul, got) if got else a * b
 
 
+def div(a, b) -> z3.ArithRef:
+    """`a / b` of integers (z3's `div`), made as `ge` makes `a >= b` (z3's reflected
+    operator makes the same term)."""
+    got = _ints(a, b)
+    if not got:
+        return a / b
+    ctx, x, y = got
+    return z3.ArithRef(_mk_div(ctx.ref(), x, y), ctx)
+
+
+def mod(a, b) -> z3.ArithRef:
+    """`a % b` of integers, made as `div`."""
+    got = _ints(a, b)
+    if not got:
+        return a % b
+    ctx, x, y = got
+    return z3.ArithRef(_mk_mod(ctx.ref(), x, y), ctx)
+
+
+def Sum(*args) -> z3.ArithRef:
+    """`z3.Sum` of integer terms of one context (one list, or the terms): the same n-ary
+    sum, made by z3's C API; anything else goes to `z3.Sum`."""
+    terms = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    if terms and all(isinstance(t, z3.ArithRef) for t in terms):
+        ctx = terms[0].ctx
+        ref = ctx.ref()
+        arr = (_Ast * len(terms))()
+        for i, t in enumerate(terms):
+            if t.ctx is not ctx or _sort_kind(ref, _get_sort(ref, t.as_ast())) != z3.Z3_INT_SORT:
+                return z3.Sum(*args)
+            arr[i] = t.as_ast()
+        return z3.ArithRef(_mk_add(ref, len(terms), arr), ctx)
+    return z3.Sum(*args)
+
+
+def call(f, *args) -> z3.ExprRef:
+    """`f(*args)` of a function declaration from integers to integers, each argument an
+    integer term of its context or a Python int (made the numeral z3's call would make),
+    made by z3's C API without a sort object per argument; anything else goes to the
+    call itself."""
+    n = len(args)
+    if not isinstance(f, z3.FuncDeclRef) or not n:
+        return f(*args)
+    ctx = f.ctx
+    ref, decl = ctx.ref(), f.ast
+    if _arity(ref, decl) != n or _sort_kind(ref, _range(ref, decl)) != z3.Z3_INT_SORT:
+        return f(*args)
+    arr, keep = (_Ast * n)(), []
+    for i, a in enumerate(args):
+        if _sort_kind(ref, _domain(ref, decl, i)) != z3.Z3_INT_SORT:
+            return f(*args)
+        if type(a) is int:
+            keep.append(int_val(a, ctx))
+            arr[i] = keep[-1].as_ast()
+        elif isinstance(a, z3.ArithRef) and a.ctx is ctx and \
+                _sort_kind(ref, _get_sort(ref, a.as_ast())) == z3.Z3_INT_SORT:
+            arr[i] = a.as_ast()
+        else:
+            return f(*args)
+    return z3.ArithRef(_mk_app(ref, decl, n, arr), ctx)
+
+
 def _ints(a, b) -> tuple | None:
     """(context, a's pointer, b's pointer) where `a` is an integer term and `b` one of its
     context or a Python int (made the integer numeral z3's operator would make), else
@@ -321,6 +383,19 @@ def is_int(e) -> bool:
     return _sort_kind(ctx, _get_sort(ctx, e.as_ast())) == z3.Z3_INT_SORT
 
 
+def truth(e) -> bool | None:
+    """True or False for the boolean literal `e` (`z3.is_true`, `z3.is_false`), read
+    through z3's C accessors; None for any other term."""
+    if not isinstance(e, z3.BoolRef):
+        return None
+    ref = e.ctx.ref()
+    a = e.as_ast()
+    if _ast_kind(ref, a) != z3.Z3_APP_AST or _num_args(ref, a):
+        return None
+    op = _decl_kind(ref, _app_decl(ref, a))
+    return True if op == z3.Z3_OP_TRUE else False if op == z3.Z3_OP_FALSE else None
+
+
 class Text:
     """The DSL text of an IR expression, printed when it is first read (`str`): a value's
     `origin` is made at every assignment and read by no rule, only by a message."""
@@ -369,7 +444,10 @@ def substitution(pairs):
     """The function `e -> e` with each `(old, new)` of `pairs` replaced simultaneously:
     `z3.substitute`, with the pairs' arrays built once for every term it is applied to
     and without the Python-side sort checks per call (z3's C API refuses a pair of two
-    sorts itself: `Z3Exception`). None stays None."""
+    sorts itself: `Z3Exception`). None stays None. Of the global context's terms, each
+    result is kept for the process (`_SUBST`): a substitution is a function of the
+    terms, and a check's terms and variables (named alike from check to check) recur in
+    the next check's, of the same program at other sizes or of a program made from it."""
     pairs = list(pairs)
     n = len(pairs)
     if not n:
@@ -377,6 +455,8 @@ def substitution(pairs):
     src, dst = (_Ast * n)(), (_Ast * n)()
     for i, (a, b) in enumerate(pairs):
         src[i], dst[i] = a.as_ast(), b.as_ast()
+    main = all(a.ctx is _MAIN and b.ctx is _MAIN for a, b in pairs)
+    ids = tuple(_ast_id(_MAIN_REF, x) for x in (*src, *dst)) if main else None
 
     def apply(e):
         if e is None:
@@ -385,14 +465,31 @@ def substitution(pairs):
             return z3.substitute(e, *pairs)
         ctx = e.ctx
         a = e.as_ast()
+        key = None
+        if ids is not None and ctx is _MAIN:
+            key = (ids, _ast_id(_MAIN_REF, a))
+            hit = _SUBST.get(key)
+            if hit is not None:
+                return hit[2]
         out = _substitute(ctx.ref(), a, n, src, dst)
         if out.value == a.value:  # none of the variables: the same term
-            return e
-        if type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
-            return z3.BoolRef(out, ctx)
-        return _to_expr_ref(out, ctx)
+            got = e
+        elif type(e) is z3.BoolRef:  # a formula (no quantifier) stays one
+            got = z3.BoolRef(out, ctx)
+        else:
+            got = _to_expr_ref(out, ctx)
+        if key is not None:
+            if len(_SUBST) > 100_000:
+                _SUBST.clear()
+            _SUBST[key] = (e, pairs, got)  # the terms kept alive: their ids stay theirs
+        return got
     apply.pairs = pairs  # keeps the terms of the arrays alive
     return apply
+
+
+#: (ids of a substitution's pairs, id of a term) -> (the term, the pairs, the result):
+#: `substitution`'s memo of the global context's terms, bounded
+_SUBST: dict = {}
 
 
 def axis_ranges(shape: tuple[int, ...], axes=AXES) -> list[z3.BoolRef]:
@@ -440,10 +537,16 @@ _SIMPLE: dict[int, tuple] = {}  # expr id -> (expr, z3.simplify of it): `simplif
 
 
 def simplify(e):
-    """`z3.simplify(e)`, once per term of the global context in one check (the checker's
-    rules simplify the same scalars and conditions again and again: a loop's body is run
-    twice, an operand is read by every op that uses it). Each entry keeps its term alive,
-    so that its id is not reused; `forget` empties the memo when a check starts."""
+    """`z3.simplify(e)`, once per term of the global context (the checker's rules simplify
+    the same scalars and conditions again and again: a loop's body is run twice, an
+    operand is read by every op that uses it; and a check's terms recur in the next
+    check's, of the same program at other sizes or of a program made from the same one:
+    each call of z3's costs tens of microseconds, its rewriter made anew). The memo is the
+    process's, bounded: its answer is the term z3.simplify makes of the term when asked
+    again later (so on every call over every task's programs and corpora, checked when it
+    was made the process's; `tests/check/test_determinism.py`: a check's report alone and
+    after other checks). Each entry keeps its term alive, so that its id is not reused;
+    `forget` empties the memo."""
     if e.ctx is not _MAIN:
         return z3.simplify(e)
     key = e.get_id()
@@ -456,7 +559,7 @@ def simplify(e):
 
 
 def forget() -> None:
-    """Empty the memo of `simplify` (a check starts: its memo is its own)."""
+    """Empty the memo of `simplify`."""
     _SIMPLE.clear()
 
 
@@ -480,21 +583,29 @@ def _free(ctx, ref, a, root) -> frozenset:
     if hit is not None:
         return hit[1]
     k = _ast_kind(ctx, a)
-    if k == z3.Z3_APP_AST or k == z3.Z3_NUMERAL_AST:
+    if k == _APP_AST:
         n = _num_args(ctx, a)
         if n == 0:
             d = _app_decl(ctx, a)
-            names = frozenset([z3.z3._symbol2py(ref, _decl_name(ctx, d))]) \
-                if _decl_kind(ctx, d) == z3.Z3_OP_UNINTERPRETED else frozenset()
+            names = frozenset((_symbol2py(ref, _decl_name(ctx, d)),)) \
+                if _decl_kind(ctx, d) == _UNINTERPRETED else _NONE
         else:
-            names = frozenset().union(*[_free(ctx, ref, _app_arg(ctx, a, i), root)
-                                        for i in range(n)])
-    elif k == z3.Z3_QUANTIFIER_AST:
+            names = _NONE  # the union of the arguments' (a new set only where it grows)
+            for i in range(n):
+                c = _free(ctx, ref, _app_arg(ctx, a, i), root)
+                if c and c is not names:
+                    names = c if not names else names if c <= names else names | c
+    elif k == _QUANTIFIER_AST:
         names = _free(ctx, ref, _quantifier_body(ctx, a), root)
-    else:  # a bound variable
-        names = frozenset()
+    else:  # a numeral, a bound variable
+        names = _NONE
     _FREE[key] = (root, names)
     return names
+
+
+_NONE: frozenset = frozenset()
+_APP_AST, _QUANTIFIER_AST = z3.Z3_APP_AST, z3.Z3_QUANTIFIER_AST
+_UNINTERPRETED, _symbol2py = z3.Z3_OP_UNINTERPRETED, z3.z3._symbol2py
 
 
 def _raw(fn):
@@ -517,8 +628,12 @@ _mk_ge, _mk_gt, _mk_le, _mk_lt = _core.Z3_mk_ge, _core.Z3_mk_gt, _core.Z3_mk_le,
 _mk_eq, _mk_distinct, _mk_ite = _core.Z3_mk_eq, _core.Z3_mk_distinct, _core.Z3_mk_ite
 _mk_add, _mk_sub, _mk_mul = _core.Z3_mk_add, _core.Z3_mk_sub, _core.Z3_mk_mul
 _get_sort, _sort_kind = _raw(_core.Z3_get_sort), _raw(_core.Z3_get_sort_kind)
+_mk_div, _mk_mod, _mk_app = _core.Z3_mk_div, _core.Z3_mk_mod, _core.Z3_mk_app
+_arity, _range = _raw(_core.Z3_get_arity), _raw(_core.Z3_get_range)
+_domain = _raw(_core.Z3_get_domain)
 _model_eval, _numeral_string = _core.Z3_model_eval, _core.Z3_get_numeral_string
 _MAIN = z3.main_ctx()
+_MAIN_REF = _MAIN.ref()
 _INT = z3.IntSort(_MAIN)
 
 

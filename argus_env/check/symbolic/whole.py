@@ -35,7 +35,7 @@ from .coverage import affine_index, exactly_once
 from .solver import affine, const_value, interval, linear
 from .values import (AXES, And, Cov, Not, Or, _app_arg, _app_decl, _ast_id, _ast_kind,
                      _decl_kind, _num_args, axis_ranges, depends_on, evaluate, free_names,
-                     unique)
+                     mod, ne, unique)
 
 
 # ---------------------------------------------------------------- writes
@@ -147,7 +147,7 @@ def block_form(ck, w):
         bases.append(found[0])
         blocks.append(found[1])
         axes.append(found[2])
-    misaligned = Or(*[b % n != 0 for b, n in zip(bases, blocks)])
+    misaligned = Or(*[ne(mod(b, n), 0) for b, n in zip(bases, blocks)])
     w._block = None if ck.solve(w.path + [misaligned], decide=True) is not None \
         else (bases, blocks)
     w._axes = axes  # the tile axis of each coordinate (None: a scalar index)
