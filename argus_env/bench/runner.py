@@ -160,10 +160,11 @@ def share(env, evaluators: dict) -> None:
     backend = core.evaluator.backend
     if not backend.deterministic:
         return
+    from ..measure.analytic import format_snapshot
     snapshot = getattr(backend, "snapshot", None)
     key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""),
-           getattr(backend, "estimator", None), str(sorted(snapshot.items())) if snapshot
-           else None)
+           getattr(backend, "estimator", None),
+           format_snapshot(snapshot) if snapshot is not None else None)
     if key in evaluators:
         core.evaluator = evaluators[key]
     else:

@@ -271,14 +271,15 @@ class TableBackend(Backend):
                     if limit and name not in names:
                         raise ValueError(f"table snapshot: {name} ({limit} rows) is not "
                                          f"among the {task.name} tables of {self.hardware}")
-            self._tables[task.name] = {"path": str(path), "rows": rows, "counts": counts}
+            self._tables[task.name] = {"path": str(path), "rows": rows, "counts": counts,
+                                       "snapshot": format_snapshot(counts)}
         return self._tables[task.name]
 
     def snapshot_of(self, task) -> str:
         """The rows each of the task's table files holds as read (`table`), as the text
         a record keeps (`format_snapshot`): with it, `TableBackend(snapshot=...)` reads the
         same tables after they have grown."""
-        return format_snapshot(self.table(task)["counts"])
+        return self.table(task)["snapshot"]
 
     def numerics_failures(self, task) -> dict:
         """{numerics class (`Task.numerics_class`): [(output elements, shape, error)]} of
@@ -324,8 +325,7 @@ class TableBackend(Backend):
         expert, the space's baseline) and those recovered from the rows' configurations,
         each kept only where its program hash confirms the recording. Cached for the most
         recent shapes."""
-        key = (task.name, self.hardware, self.target.sms, shape,
-               format_snapshot(self.table(task)["counts"]))
+        key = (task.name, self.hardware, self.target.sms, shape, self.table(task)["snapshot"])
         hit = _EXECUTED.get(key)
         if hit is not None:
             _EXECUTED.move_to_end(key)
