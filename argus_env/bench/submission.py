@@ -17,7 +17,9 @@ data (`schema.check_line`: known keys and types, a registered env id compared as
 string); every line against the suite (the submission's agent name, the suite's budget,
 measure, hardware, mode and reward, no more actions than the budget, an episode of the
 suite on its track, each episode once, every episode's actions recorded: a record of an
-agent that resets carries `earlier_actions`) and the suite covered. Only a line that breaks
+agent that resets carries `earlier_actions`; in table mode, played against the GPU tables
+as they are now, `hashes.table_rows`: a replay reads the tables a line names, so a line
+that could name older ones would choose its own prices) and the suite covered. Only a line that breaks
 none of these is replayed (`validate.py`), and the submission is accepted when every
 line replays without a divergence. The records it returns are *board lines*: rebuilt
 from the replays, so every figure a leaderboard shows is the replay's.
@@ -172,7 +174,8 @@ def _suite(folder: Path, meta: dict, problems: list):
 
 
 # ------------------------------------------------------------------ the lines
-def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> list[Problem]:
+def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
+                tables: dict | None = None) -> list[Problem]:
     """A schema-valid line against the submission's name and suite."""
     def bad(message: str, field: str) -> Problem:
         return Problem("results.jsonl", None, message, field)
@@ -202,7 +205,44 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path) -> li
         out.append(bad(f"track {line['track']!r}: {line['shape']} is on the {track} track", "track"))
     out += [bad(f"agent_args names a path outside the submission folder: {s!r}", "agent_args")
             for s in escaping(folder, line["agent_args"])]
+    if suite.measure == "table" and tables is not None:
+        out += [bad(why, "hashes") for why in [stale_tables(line, tables)] if why]
     return out
+
+
+def current_tables(task: str, hardware: str, memo: dict) -> str:
+    """The rows each of a task's GPU table files holds now (`format_snapshot`'s text)."""
+    key = (task, hardware)
+    if key not in memo:
+        from ..measure.analytic import TableBackend
+        from ..task import get_task
+        memo[key] = TableBackend(hardware).snapshot_of(get_task(task))
+    return memo[key]
+
+
+def stale_tables(line: dict, memo: dict) -> str | None:
+    """Why a table-mode line was not played against the tables as they are now (None:
+    it was). A replay reads the tables the line names (`hashes.table_rows`), so a
+    submission that could name its own would choose its prices: with zero rows every
+    program is priced by the cost model, which is what an agent gaming the model wants.
+    Committed boards may be older than the tables; a new submission may not."""
+    from ..measure.analytic import parse_snapshot
+    claimed = (line.get("hashes") or {}).get("table_rows")
+    try:
+        now = current_tables(line["task"], line["hardware"], memo)
+    except (KeyError, ValueError) as e:
+        return f"the {line['task']} tables of {line['hardware']} cannot be read: {e}"
+    if claimed is None:
+        return ("hashes.table_rows is missing: a table-mode line names the tables it was "
+                f"played against; play it again with this version (tables now: {now})")
+    try:
+        same = parse_snapshot(claimed) == parse_snapshot(now)
+    except ValueError as e:
+        return f"hashes.table_rows: {e}"
+    if not same:
+        return (f"played against tables of {claimed}, not the current {now}: a submission "
+                "is played against the tables as they are; play it again with this version")
+    return None
 
 
 def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
@@ -214,12 +254,12 @@ def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
         return set(range(1, len(lines) + 1))
     suite, episodes = got
     tracks = {(ep.env_id, ep.shape): ep.track for ep in episodes}
-    broken, have = set(), {}
+    broken, have, tables = set(), {}, {}
     for n, line in enumerate(lines, 1):
         mine = [Problem("results.jsonl", None, f"{d.field}: expected {d.expected}, got "
                         f"{short(d.got)}", d.field) for d in check_line(line, extras=True)]
         if not mine:
-            mine = _line_rules(line, meta, suite, tracks, folder)
+            mine = _line_rules(line, meta, suite, tracks, folder, tables)
             key = (line["env_id"], line["shape"], line["seed"])
             if key in have:
                 mine.append(Problem("results.jsonl", None, f"episode {key} already on line "

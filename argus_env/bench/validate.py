@@ -117,6 +117,10 @@ class Validator:
     def replay(self, line: dict) -> Replay:
         """Play a line's actions in a fresh env; the line must have passed `check_line`."""
         rec = R.record_of(line)
+        if rec.measure in ("model", "table") and not rec.estimator:
+            # a line from before the field was priced by the analytic model, and is
+            # replayed so (`make_env`): the replay's record names it
+            rec.estimator = R.line_setting(line, "estimator")
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
         budget = line.get("budget")
         env = self.make_env(rec.env_id, rec, split, reward,

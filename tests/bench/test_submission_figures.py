@@ -174,3 +174,46 @@ def test_the_budget_binds_the_recorded_actions(probe_lines, submission):
     line["env_steps"], line["trace"] = 8, line["trace"][:8]
     problems, board = check_submission(submission([line]))
     assert board == [] and problems, "relabelled as 8 env steps"
+
+
+def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, submission,
+                                                               tmp_path, monkeypatch):
+    """A replay reads the tables a line names (`hashes.table_rows`), so a line played
+    against no rows at all (every program priced by the cost model, the model an agent
+    can game) replays without a divergence. As a submission it is refused before any
+    replay, and so is a line that names no tables; the honest line is accepted."""
+    import gymnasium as gym
+
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    from conftest import PROBE
+
+    class NoRows(Runner):
+        def make_env(self, env_id, track):
+            c = self.config
+            return gym.make(env_id, mode=c.mode, measure=c.measure, hardware=c.hardware,
+                            reward=c.reward, split=track, max_episode_steps=c.budget,
+                            estimator=c.estimator, table_snapshot="table_h200.csv:0")
+    path = tmp_path / "probe.yaml"
+    path.write_text(PROBE)
+    cfg = load_config(path)
+    forged = NoRows(cfg, tmp_path).play(Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0))
+    assert forged["hashes"]["table_rows"] == "table_h200.csv:0", forged["hashes"]
+    assert forged["hashes"]["table_rows"] != probe_lines["random"]["hashes"]["table_rows"]
+    assert V.Validator().validate(forged) == [], "the zero-row line should replay as played"
+
+    replayed = []
+    real = V.Validator.replay
+    monkeypatch.setattr(V.Validator, "replay", lambda self, line: replayed.append(line) or
+                        real(self, line))
+    nameless = {**probe_lines["random"],
+                "hashes": {**probe_lines["random"]["hashes"], "table_rows": None}}
+    for line in (forged, nameless):
+        problems, board = check_submission(submission([line]))
+        assert board == [] and [p.field for p in problems] == ["hashes"], \
+            [str(p) for p in problems]
+        assert "play it again" in problems[0].message
+    assert replayed == [], f"{len(replayed)} line(s) with chosen tables replayed"
+    problems, board = check_submission(submission([probe_lines["random"]]))
+    assert problems == [] and len(board) == 1, [str(p) for p in problems]

@@ -170,3 +170,23 @@ def test_a_committed_line_replays_against_the_tables_it_read():
     emptier["hashes"]["table_rows"] = ";".join(
         f"{part.rpartition(':')[0]}:0" for part in snapshot.split(";"))
     assert validate(emptier), "with no rows, the table-priced steps are model prices"
+
+
+@pytest.mark.slow
+def test_a_line_from_before_the_estimator_field_replays_with_the_analytic_model(tiny_config,
+                                                                                tmp_path):
+    """Lines written before `estimator` existed were priced by the analytic model: one
+    without the field replays so (its record names the model it was replayed with), and
+    a line priced by the corrected model does not pass for one of them."""
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    ep = Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0)
+    old = Runner(load_config(tiny_config, estimator="analytic"), tmp_path).play(ep)
+    assert old["estimator"] == "analytic"
+    del old["estimator"]
+    assert validate(old) == []
+    new = Runner(load_config(tiny_config, estimator="corrected"), tmp_path).play(ep)
+    assert new["rewards"] != old["rewards"], "the two models should price this walk apart"
+    del new["estimator"]
+    assert validate(new), "a corrected-model line replayed as an analytic one"
