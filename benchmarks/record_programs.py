@@ -1400,11 +1400,14 @@ def plan_board(out_dir: Path) -> Path:
     return BOARD
 
 
-def best_known_of(lines: list[dict]) -> list[dict]:
+def best_known_of(lines: list[dict], figures: list[dict] | None = None) -> list[dict]:
     """Per (env id, shape) of the board's lines, the best program known on this hardware
     (`argus_env.measure.optimum.best_known`: the fastest correct row of the task's tables,
     read after this run's rows were appended), for the live file: what the board measures
-    regret against."""
+    regret against. Where the live recording timed that very program at that shape
+    (`figures`: a board kernel or any program the recording measured is the best known),
+    its figure there too (`live_frac_anchor`), so the board's live ratio compares timings
+    of one recording."""
     from argus_env.measure.optimum import best_known
     from argus_env.task import get_task
     out, seen = [], set()
@@ -1420,6 +1423,12 @@ def best_known_of(lines: list[dict]) -> list[dict]:
                     float(found["recorded"]), datetime.timezone.utc).isoformat(timespec="seconds")
             except (TypeError, ValueError):
                 pass
+            again = [f["frac_anchor"] for f in figures or ()
+                     if (f.get("env_id"), f.get("shape"), f.get("program_hash"))
+                     == (ln["env_id"], ln["shape"], found.get("program_hash"))
+                     and f.get("status") == "ok" and f.get("frac_anchor")]
+            if again:
+                found["live_frac_anchor"] = float(statistics.median(again))
             out.append({"env_id": ln["env_id"], "shape": ln["shape"], **found})
     return out
 
@@ -1442,7 +1451,9 @@ def cmd_append(args) -> int:
         from argus_env.bench.live import read_live, write_live
         read_live(live)   # refuse a malformed file before it reaches the board
         doc = json.loads(live.read_text())
-        known = best_known_of(read_plan(args.out / "plan.jsonl")["header"]["lines"])
+        # the board's kernels and every other program this recording timed
+        timed = doc["figures"] + list(read_results(args.out / "results.jsonl").values())
+        known = best_known_of(read_plan(args.out / "plan.jsonl")["header"]["lines"], timed)
         write_live(args.live_to, doc["hardware"], doc["figures"], doc["provenance"],
                    doc.get("lines"), known)
         print(f"best known (the tables' fastest correct program, {HARDWARE}): " + "; ".join(
@@ -1450,8 +1461,9 @@ def cmd_append(args) -> int:
         print(f"{args.live_to}: the live figures (rebuild the board: argus leaderboard "
               f"{shown(board)} --out-dir {shown(board.parent)})")
     if any(added.values()):
-        print("note: table-mode episodes that visited these programs now price them from the "
-              "tables, so the committed board's episodes replay differently until re-run")
+        print("note: table-mode lines that name their table rows (hashes.table_rows) still "
+              "replay; older lines that visited these programs now price them from the "
+              "tables and replay differently until re-run")
     return 0
 
 
@@ -1472,7 +1484,7 @@ def cmd_known(args) -> int:
                              f"--board")
         board = found[0]
     lines = [line_view(ln) for ln in board_lines(board)]
-    known = best_known_of(lines)
+    known = best_known_of(lines, doc["figures"])
     write_live(args.live, doc["hardware"], doc["figures"], doc["provenance"], doc.get("lines"),
                known)
     for k in known:

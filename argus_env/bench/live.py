@@ -94,6 +94,10 @@ def _known_problem(k, n: int) -> str | None:
     frac = k.get("frac_anchor")
     if not (type(frac) in (int, float) and frac == frac and 0 < frac < float("inf")):
         return f"best known {n}: frac_anchor must be finite and > 0, got {frac!r}"
+    again = k.get("live_frac_anchor")
+    if again is not None and not (type(again) in (int, float) and again == again
+                                  and 0 < again < float("inf")):
+        return f"best known {n}: live_frac_anchor must be finite and > 0, got {again!r}"
     return None
 
 

@@ -18,7 +18,8 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        f"Steps to {REACH:.0%} / {REACH_HIGH:.0%}: median env step at which an episode's "
        f"best-so-far first reached that share of the best known (episodes that did / all). "
        "Live / best known: the live score over the best known, where both are GPU "
-       "measurements. Invalid: "
+       "measurements (the best known as timed again in the live run, where a submitted "
+       "kernel is that program). Invalid: "
        "invalid actions per env step. Violations: invariant violations the checker reported "
        "per episode. From table: submitted kernels whose figure was recorded on the GPU; the "
        "others are the cost model's estimates for programs the table lacks. Live: the same "
@@ -109,7 +110,9 @@ def _known_cell(b: Board, shape: str) -> str:
         return f"{b.best_known[shape]:.3f} (best episode)"
     what = ", ".join(str(x) for x in (known.get("table"), (known.get("recorded") or "")[:10],
                                        (known.get("program_hash") or "")[:12]) if x)
-    return f"{b.best_known[shape]:.3f} (GPU: {what})"
+    again = known.get("live_frac_anchor")
+    again = f"; {float(again):.3f} timed again in the live run" if again else ""
+    return f"{b.best_known[shape]:.3f} (GPU: {what}{again})"
 
 
 def _title(b: Board) -> str:

@@ -250,3 +250,31 @@ def test_a_malformed_best_known_is_refused(tmp_path):
                 {"env_id": lines[0]["env_id"], "shape": lines[0]["shape"], "frac_anchor": 1.0}):
         with pytest.raises(ValueError, match="best known"):
             R.write_live(tmp_path / "live_h200.json", "h200", [fig], {}, best_known=[bad])
+
+
+def test_the_live_ratio_takes_the_best_known_as_timed_in_the_live_run(tmp_path):
+    """Where the live run timed the best known program again (`live_frac_anchor`), the
+    board's live / best known divides by that figure, so the GPU's drift between runs
+    cancels; the best known's table figure still sets the steps to 90%/95%; a non-positive
+    same-run figure is refused."""
+    lines = board_lines()
+    figs, seen = [], set()
+    for ln in lines:
+        key = (ln["shape"], ln["submitted_program_hash"])
+        if key not in seen:
+            seen.add(key)
+            figs.append(figure(ln, 0.5))
+    shapes = sorted({ln["shape"] for ln in lines})
+    known = [{"env_id": lines[0]["env_id"], "shape": s, "frac_anchor": 2.0,
+              "live_frac_anchor": 1.0, "program_hash": "ab" * 8, "table": "table_h200.csv",
+              "recorded": "2026-12-01T00:00:00"} for s in shapes]
+    path = R.write_live(tmp_path / "live_h200.json", "h200", figs, {"gpu": "NVIDIA H200"},
+                        best_known=known)
+    (b,) = L.build(lines, live=R.read_live(path))
+    assert all(b.best_known[s] == 2.0 for s in shapes)
+    for e in b.entries:
+        assert e.live_regret == pytest.approx(0.5 / 1.0)
+    assert "1.000 timed again in the live run" in render.markdown([b], [])
+    with pytest.raises(ValueError, match="live_frac_anchor"):
+        R.write_live(tmp_path / "live_h200.json", "h200", figs, {},
+                     best_known=[dict(known[0], live_frac_anchor=0.0)])

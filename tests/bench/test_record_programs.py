@@ -480,3 +480,23 @@ def test_the_best_known_of_each_board_shape_is_the_tables_fastest_correct_row():
         assert k["frac_anchor"] == pytest.approx(float(best["ratio"]))
         assert k["program_hash"] == best["program_hash"]
         assert all(float(r["ratio"]) <= k["frac_anchor"] for r in rows)
+
+
+def test_the_best_known_carries_its_figure_from_the_live_run_where_it_was_timed():
+    """A best known program that the live recording timed at that shape gets that figure
+    (`live_frac_anchor`, the median of its timings there); one timed only at another
+    shape, or that failed, does not."""
+    lines = [RP.line_view(ln) for ln in first_per_env()]
+    known = RP.best_known_of(lines)
+    k = known[0]
+    ln = next(x for x in lines if (x["env_id"], x["shape"]) == (k["env_id"], k["shape"]))
+    at = {"env_id": ln["env_id"], "shape": ln["shape"], "program_hash": k["program_hash"],
+          "status": "ok"}
+    timed = [dict(at, frac_anchor=0.5), dict(at, frac_anchor=0.7), dict(at, frac_anchor=0.6),
+             dict(at, frac_anchor=0.1, status="failed"),
+             dict(at, shape="elsewhere", frac_anchor=0.2)]
+    again = RP.best_known_of(lines, timed)
+    assert again[0]["live_frac_anchor"] == pytest.approx(0.6)
+    assert again[0]["frac_anchor"] == k["frac_anchor"]
+    assert all("live_frac_anchor" not in x for x in again[1:])
+    assert "live_frac_anchor" not in RP.best_known_of(lines, timed[3:])[0]
