@@ -32,7 +32,7 @@ def cmd_bench(args) -> int:
     console.print(f"[bold]argus bench[/] {cfg.name}: {counted(len(todo) + done, 'episode')} "
                   f"({', '.join(cfg.agents)} x {', '.join(cfg.env_ids())} x "
                   f"{'/'.join(cfg.tracks)} x seeds {', '.join(map(str, cfg.seeds))}), budget "
-                  f"{cfg.budget}, measure={cfg.measure} ({cfg.hardware}"
+                  f"{' and '.join(map(str, cfg.budget_axis()))}, measure={cfg.measure} ({cfg.hardware}"
                   f"{', ' + cfg.estimator + ' estimates' if cfg.measure != 'gpu' else ''}); "
                   f"{done} already in "
                   f"{runner.path}")

@@ -4,6 +4,7 @@ budget and measurement (`configs/bench/*.yaml`).
     suite = load_config("default")                     # configs/bench/default.yaml
     suite = load_config("my.yaml", agents=["greedy"], seeds=[0])   # with overrides
     for ep in suite.episodes(): ...                    # agent x env x track x shape x seed
+                                                       # (x budget, with `budgets`)
 
 Adding an agent to the leaderboard is a line under `agents:`: its name in
 `agents.AGENTS` (or `agent: some.module` for one that is not registered) and the fields
@@ -34,10 +35,12 @@ class Episode:
     track: str
     shape: str
     seed: int
+    budget: int = 0    # env steps (0: the suite's `budget`)
 
     @property
     def key(self) -> tuple:
-        return (self.agent, self.env_id, self.shape, self.seed)
+        """(agent, env id, shape, seed, budget): `results.line_key` of its line."""
+        return (self.agent, self.env_id, self.shape, self.seed, self.budget)
 
 
 @dataclass
@@ -55,6 +58,9 @@ class BenchConfig:
     seeds: list = field(default_factory=lambda: [0, 1, 2])
     budget: int = 30
     """environment steps per episode, over all of an agent's resets"""
+    budgets: list = field(default_factory=list)
+    """a budget axis: every episode played at each of these budgets, a line each (the
+    board ranks each budget apart); empty: `budget` alone"""
     measure: str = "table"
     """"table" and "model" are exactly reproducible; "gpu" times this machine's GPU"""
     hardware: str = "h200"
@@ -89,14 +95,25 @@ class BenchConfig:
                 raise KeyError(_unknown(f"{env_id} {track} shape", s, names))
         return list(chosen)
 
+    def budget_axis(self) -> list[int]:
+        """The budgets the suite plays, smallest first."""
+        axis = sorted({int(b) for b in self.budgets}) if self.budgets else [int(self.budget)]
+        bad = [b for b in axis if b < 1]
+        if bad or any(type(b) is not int for b in self.budgets):
+            raise ValueError(f"budgets must be positive whole numbers of env steps, got "
+                             f"{self.budgets or self.budget!r}")
+        return axis
+
     def episodes(self) -> list[Episode]:
         """Every episode of the suite, in the order the runner plays them."""
         out = []
-        for agent in self.agents:
-            for env_id in self.env_ids():
-                for track in self.tracks:
-                    for shape in self.track_shapes(env_id, track):
-                        out.extend(Episode(agent, env_id, track, shape, int(s)) for s in self.seeds)
+        for budget in self.budget_axis():
+            for agent in self.agents:
+                for env_id in self.env_ids():
+                    for track in self.tracks:
+                        for shape in self.track_shapes(env_id, track):
+                            out.extend(Episode(agent, env_id, track, shape, int(s), budget)
+                                       for s in self.seeds)
         return out
 
     def agent_module(self, name: str):
@@ -107,8 +124,9 @@ class BenchConfig:
         target = (self.agents[name] or {}).get("agent", name)
         return importlib.import_module(target) if "." in target else load_agent(target)
 
-    def agent_args(self, name: str, seed: int, shape: str):
-        """The entry's `Args`, with the bench's budget, seed and shape."""
+    def agent_args(self, name: str, seed: int, shape: str, budget: int | None = None):
+        """The entry's `Args`, with the bench's budget (`budget`, else the suite's), seed
+        and shape."""
         module = self.agent_module(name)
         fields = {f.name for f in dataclasses.fields(module.Args)}
         given = {k: v for k, v in (self.agents[name] or {}).items() if k != "agent"}
@@ -117,14 +135,17 @@ class BenchConfig:
             raise ValueError(f"agent {name!r}: {unknown or sorted(set(given) & set(BENCH_SET))} "
                              f"cannot be set here; its Args fields: {', '.join(sorted(fields))} "
                              f"({', '.join(BENCH_SET)} come from the bench)")
-        bench = {k: v for k, v in dict(budget=self.budget, seed=seed, shape=shape).items()
+        bench = {k: v for k, v in dict(budget=budget or self.budget, seed=seed,
+                                       shape=shape).items()
                  if k in fields}
         return module.Args(**given, **bench)
 
     def fingerprint(self) -> dict:
         """What must match for two runs to share one results file."""
-        out = {"budget": self.budget, "measure": self.measure, "hardware": self.hardware,
-               "mode": self.mode, "reward": self.reward}
+        out = {"measure": self.measure, "hardware": self.hardware, "mode": self.mode,
+               "reward": self.reward}
+        if not self.budgets:   # with a budget axis, a line's budget is one of them
+            out["budget"] = self.budget
         if self.measure in ("model", "table"):   # a line names it (`line_setting`)
             out["estimator"] = self.estimator
         return out
@@ -154,10 +175,16 @@ def load_config(name_or_path: str | Path = "default", **overrides) -> BenchConfi
     for key, value in overrides.items():
         if value is None:
             continue
+        if key == "budget":   # one budget asked for: the suite's axis gives way to it
+            cfg.budgets = []
         if key == "agents" and not isinstance(value, dict):  # a list of names: keep their args
             value = {a: (cfg.agents.get(a) or {}) for a in value}
         setattr(cfg, key, value)
     cfg.agents = {k: dict(v or {}) for k, v in cfg.agents.items()}
+    if not isinstance(cfg.budgets, list):
+        raise ValueError(f"{path}: budgets must be a list of env step counts, got "
+                         f"{cfg.budgets!r}")
+    cfg.budget_axis()   # refuse a bad axis before any episode is played
     return cfg
 
 

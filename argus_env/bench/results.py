@@ -184,7 +184,9 @@ def line_setting(line: dict, key: str):
 
 
 def line_key(line: dict) -> tuple:
-    return (line["agent"], line["env_id"], line["shape"], int(line["seed"]))
+    """(agent, env id, shape, seed, budget): one episode of a suite (`Episode.key`)."""
+    return (line["agent"], line["env_id"], line["shape"], int(line["seed"]),
+            int(line.get("budget") or 0))
 
 
 def read_lines(path: Path) -> list[dict]:

@@ -46,13 +46,13 @@ class Runner:
         self._evaluators: dict = {}
 
     # ------------------------------------------------------------ one episode
-    def make_env(self, env_id: str, track: str):
+    def make_env(self, env_id: str, track: str, budget: int | None = None):
         import gymnasium as gym
 
         import argus_env  # noqa: F401  (registers the envs)
         c = self.config
         kwargs = dict(mode=c.mode, measure=c.measure, hardware=c.hardware, reward=c.reward,
-                      split=track, max_episode_steps=max(c.budget, 1))
+                      split=track, max_episode_steps=max(budget or c.budget, 1))
         if c.measure in ("model", "table"):
             kwargs["estimator"] = c.estimator
         env = gym.make(env_id, **kwargs)
@@ -64,8 +64,9 @@ class Runner:
         from argus_env.agents.tracking import run_agent, run_name
         c = self.config
         module = c.agent_module(ep.agent)
-        args = c.agent_args(ep.agent, ep.seed, ep.shape)
-        env = self.make_env(ep.env_id, ep.track)
+        budget = ep.budget or c.budget
+        args = c.agent_args(ep.agent, ep.seed, ep.shape, budget)
+        env = self.make_env(ep.env_id, ep.track, budget)
         t0 = time.perf_counter()
         record = run_agent(module, env, args, progress, agent=ep.agent, wandb=self.wandb,
                            name=f"{run_name(ep.env_id, ep.agent, ep.seed)}__{ep.shape}",
@@ -73,7 +74,7 @@ class Runner:
         record.seconds = round(time.perf_counter() - t0, 2)
         record.agent = ep.agent   # the leaderboard entry's name (the module's may differ)
         line = R.to_line(record, **R.line_fields(
-            env, record, track=ep.track, budget=c.budget, reward=c.reward, suite=c.name,
+            env, record, track=ep.track, budget=budget, reward=c.reward, suite=c.name,
             agent_args=_jsonable(asdict(args))))
         env.close()
         return line
@@ -88,7 +89,10 @@ class Runner:
         want = self.config.fingerprint()
         for line in done.values():
             got = {k: R.line_setting(line, k) for k in want}
-            if got != want:
+            if got != want or (self.config.budgets
+                               and line.get("budget") not in self.config.budget_axis()):
+                got["budget"], want["budget"] = line.get("budget"), \
+                    want.get("budget", self.config.budget_axis())
                 raise ValueError(f"{self.path} holds episodes made with {got}, this suite "
                                  f"wants {want}: use another --name or another --out-dir")
         episodes = self.config.episodes()
@@ -99,7 +103,7 @@ class Runner:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         todo, skipped = self.pending()
         t0 = time.perf_counter()
-        with _Display(console, len(todo) + skipped, skipped, self.config.budget) as show:
+        with _Display(console, len(todo) + skipped, skipped, max(self.config.budget_axis())) as show:
             for ep in todo:
                 show.start(ep)
                 line = self.play(ep, progress=show.step)
@@ -131,11 +135,12 @@ class _Display:
     def start(self, ep: Episode) -> None:
         if self.bar:
             self.label = f"{ep.agent} {ep.env_id} {ep.track}/{ep.shape} seed {ep.seed}"
-            self.bar.reset(self.episode, total=self.budget, description=self.label)
+            self.bar.reset(self.episode, total=ep.budget or self.budget, description=self.label)
+            self.ep_budget = ep.budget or self.budget
 
     def step(self, rec) -> None:
         if self.bar:
-            self.bar.update(self.episode, completed=min(rec.env_steps, self.budget),
+            self.bar.update(self.episode, completed=min(rec.env_steps, self.ep_budget),
                             description=f"{self.label}: best {rec.best_frac_anchor:.2f}x library")
 
     def done(self, ep: Episode, line: dict) -> None:

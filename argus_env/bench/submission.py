@@ -189,9 +189,14 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
             out.append(bad(f"{key} {got!r} differs from suite {suite.name!r}: {want!r}", key))
     if line["suite"] != suite.name:
         out.append(bad(f"suite {line['suite']!r} is not {suite.name!r}", "suite"))
-    if recorded_actions(line) > suite.budget:
+    axis = suite.budget_axis()
+    if line["budget"] not in axis:
+        out.append(bad(f"budget {line['budget']!r} is not one of suite {suite.name!r}'s: "
+                       f"{', '.join(map(str, axis))}", "budget"))
+    limit = line["budget"] if line["budget"] in axis else max(axis)
+    if recorded_actions(line) > limit:
         out.append(bad(f"{counted(recorded_actions(line), 'action')}, over the budget of "
-                       f"{suite.budget}", "actions"))
+                       f"{limit}", "actions"))
     if line["env_steps"] > recorded_actions(line):
         out.append(bad(f"{counted(line['env_steps'], 'env step')} but actions for "
                        f"{recorded_actions(line)}: a record of several episodes must carry "
@@ -260,7 +265,7 @@ def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
                         f"{short(d.got)}", d.field) for d in check_line(line, extras=True)]
         if not mine:
             mine = _line_rules(line, meta, suite, tracks, folder, tables)
-            key = (line["env_id"], line["shape"], line["seed"])
+            key = (line["env_id"], line["shape"], line["seed"], line["budget"])
             if key in have:
                 mine.append(Problem("results.jsonl", None, f"episode {key} already on line "
                                     f"{have[key]}", "seed"))
@@ -270,9 +275,10 @@ def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
         problems += mine
         broken |= {n} if mine else set()
     for ep in episodes:
-        if (ep.env_id, ep.shape, ep.seed) not in have:
+        if (ep.env_id, ep.shape, ep.seed, ep.budget) not in have:
             problems.append(Problem("results.jsonl", None, f"missing episode: {ep.env_id} "
-                                    f"{ep.track} track, shape {ep.shape}, seed {ep.seed}"))
+                                    f"{ep.track} track, shape {ep.shape}, seed {ep.seed}, "
+                                    f"budget {ep.budget}"))
     return broken
 
 

@@ -122,3 +122,39 @@ def test_lines_are_appended_whole_and_read_back(tmp_path):
     assert [x["i"] for x in R.read_lines(path)] == [0, 1, 2]
     assert R.repair(path) and R.read_lines(path) == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert path.read_text().endswith("\n") and not R.repair(path)
+
+
+def test_a_budget_axis_plays_every_episode_at_each_budget(tiny_config, tmp_path):
+    """`budgets: [3, 5]`: one line per episode and budget, each played under its own step
+    limit and named by it; a resumed run skips both; one `--budget` override replaces the
+    axis (and then refuses the file holding both); a file of another axis, or an axis that
+    is not positive whole numbers, is refused."""
+    import yaml
+    data = yaml.safe_load(tiny_config.read_text())
+    data.update(budgets=[5, 3], agents={"random": {}}, tracks=["train"], seeds=[0])
+    path = tmp_path / "axis.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(path)
+    assert cfg.budget_axis() == [3, 5]
+    eps = cfg.episodes()
+    assert [e.budget for e in eps] == [3, 5] and len({e.key for e in eps}) == 2
+    runner = Runner(cfg, tmp_path / "out")
+    summary = runner.run()
+    lines = R.read_lines(summary.path)
+    assert summary.ran == 2 and sorted(ln["budget"] for ln in lines) == [3, 5]
+    for ln in lines:
+        assert ln["env_steps"] <= ln["budget"] and ln["agent_args"]["budget"] == ln["budget"]
+    assert Runner(load_config(path), tmp_path / "out").run().ran == 0
+    one = load_config(path, budget=5)
+    assert one.budgets == [] and one.budget_axis() == [5]
+    with pytest.raises(ValueError, match="budget"):   # the file holds the 3-step line too
+        Runner(one, tmp_path / "out").pending()
+    assert [e.budget for e in Runner(one, tmp_path / "one").pending()[0]] == [5]
+    other = dict(data, budgets=[3, 7])
+    path.write_text(yaml.safe_dump(other))
+    with pytest.raises(ValueError, match="budget"):
+        Runner(load_config(path), tmp_path / "out").pending()
+    for bad in ([0, 3], [2.5], "30"):
+        path.write_text(yaml.safe_dump(dict(data, budgets=bad)))
+        with pytest.raises(ValueError, match="budgets"):
+            load_config(path)

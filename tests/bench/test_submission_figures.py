@@ -190,10 +190,10 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
     from conftest import PROBE
 
     class NoRows(Runner):
-        def make_env(self, env_id, track):
+        def make_env(self, env_id, track, budget=None):
             c = self.config
             return gym.make(env_id, mode=c.mode, measure=c.measure, hardware=c.hardware,
-                            reward=c.reward, split=track, max_episode_steps=c.budget,
+                            reward=c.reward, split=track, max_episode_steps=budget or c.budget,
                             estimator=c.estimator, table_snapshot="table_h200.csv:0")
     path = tmp_path / "probe.yaml"
     path.write_text(PROBE)
@@ -217,3 +217,22 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
     assert replayed == [], f"{len(replayed)} line(s) with chosen tables replayed"
     problems, board = check_submission(submission([probe_lines["random"]]))
     assert problems == [] and len(board) == 1, [str(p) for p in problems]
+
+
+def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submission):
+    """A suite with `budgets` wants the episode at each budget: a line at a budget the axis
+    lacks is refused before any replay, and the episode at the other budget is missing."""
+    import yaml
+
+    from conftest import PROBE
+    line = probe_lines["random"]                          # played at the probe's budget, 8
+    folder = submission([line])
+    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(PROBE),
+                                                       "budgets": [4, 8]}))
+    problems, board = check_submission(folder)
+    assert len(board) == 1 and [p.message for p in problems] == [
+        "missing episode: Argus-GEMM-v0 train track, shape decode-16, seed 0, budget 4"]
+    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(PROBE),
+                                                       "budgets": [4, 12]}))
+    problems, board = check_submission(folder)
+    assert board == [] and "budget" in {p.field for p in problems}, [str(p) for p in problems]
