@@ -71,7 +71,7 @@ def walk_samples(folder: Path, task, hardware: str) -> list:
 
 
 def export_correction(task, hardware: str, walks: Path | None, provenance: dict) -> dict:
-    from argus_env.measure.correction import correction_path
+    from argus_env.measure.correction import archive, correction_path
     from argus_env.measure.learned import fit_export
     heldout = walk_samples(walks, task, hardware) if walks is not None else None
     data = fit_export(task, hardware, heldout or None, created=provenance.get("date"),
@@ -80,7 +80,9 @@ def export_correction(task, hardware: str, walks: Path | None, provenance: dict)
                           str(walks.resolve().relative_to(ROOT))
                           if walks.resolve().is_relative_to(ROOT) else str(walks)))
     path = correction_path(task, hardware)
+    archive(task, hardware)   # the fit being replaced: records priced with it still replay
     path.write_text(json.dumps(data, sort_keys=True) + "\n")
+    archive(task, hardware)   # and the new one, from the start
     return data
 
 

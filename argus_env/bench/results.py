@@ -116,6 +116,9 @@ def content_hashes(env, reward="default") -> dict:
     # the rows of every table file the episode could read: a replay reads the tables as
     # they were then (`TableBackend(snapshot=)`), after later recordings appended rows
     out["table_rows"] = backend.snapshot_of(core.task) if table else None
+    # the fit of the cost model's correction the episode priced with (None: the analytic
+    # model alone): kept in tasks/<task>/corrections/, so a refit changes no replay
+    out["correction"] = backend.fit_of(core.task) if hasattr(backend, "fit_of") else None
     out["reward"] = reward_hash(reward)
     return out
 

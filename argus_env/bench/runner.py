@@ -169,7 +169,8 @@ def share(env, evaluators: dict) -> None:
     snapshot = getattr(backend, "snapshot", None)
     key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""),
            getattr(backend, "estimator", None),
-           format_snapshot(snapshot) if snapshot is not None else None)
+           format_snapshot(snapshot) if snapshot is not None else None,
+           getattr(backend, "fit", None))
     if key in evaluators:
         core.evaluator = evaluators[key]
     else:

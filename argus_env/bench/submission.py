@@ -212,7 +212,40 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
             for s in escaping(folder, line["agent_args"])]
     if suite.measure == "table" and tables is not None:
         out += [bad(why, "hashes") for why in [stale_tables(line, tables)] if why]
+    if suite.measure in ("model", "table") and tables is not None:
+        out += [bad(why, "hashes") for why in [stale_fit(line, tables)] if why]
     return out
+
+
+def current_fit(task: str, hardware: str, estimator: str, memo: dict) -> str | None:
+    """The correction fit a model price of the task is made with now (None: none)."""
+    key = ("fit", task, hardware, estimator)
+    if key not in memo:
+        from ..measure.analytic import ModelBackend
+        from ..task import get_task
+        memo[key] = ModelBackend(hardware, estimator).fit_of(get_task(task))
+    return memo[key]
+
+
+def stale_fit(line: dict, memo: dict) -> str | None:
+    """Why a line was not priced with the cost model's correction as it is now (None: it
+    was). A replay prices with the fit a line names (`hashes.correction`), so, as with
+    the tables, a submission could otherwise pick an older fit it games better."""
+    from . import results as R
+    hashes = line.get("hashes") or {}
+    try:
+        now = current_fit(line["task"], line["hardware"], R.line_setting(line, "estimator"),
+                          memo)
+    except (KeyError, ValueError) as e:
+        return f"the {line['task']} correction for {line['hardware']} cannot be read: {e}"
+    claimed = hashes.get("correction")
+    if "correction" not in hashes and now is not None:
+        return ("hashes.correction is missing: a line names the fit of the cost model's "
+                f"correction it was priced with; play it again with this version (now: {now})")
+    if claimed != now:
+        return (f"priced with correction fit {claimed}, not the current {now}: a submission "
+                "is priced as the environment prices now; play it again with this version")
+    return None
 
 
 def current_tables(task: str, hardware: str, memo: dict) -> str:

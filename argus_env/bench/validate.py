@@ -93,7 +93,8 @@ class Validator:
         self._evaluators: dict = {}
 
     def make_env(self, env_id: str, rec: EpisodeRecord, split: str, reward,
-                 budget: int | None = None, table_snapshot: str | None = None):
+                 budget: int | None = None, table_snapshot: str | None = None,
+                 correction_fit: str | None = None):
         """An env of a registered id (the registry's own string goes to `gym.make`), with
         the step limit the episode was played under (`step_limit`)."""
         import gymnasium as gym
@@ -109,6 +110,8 @@ class Validator:
             kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR
         if rec.measure == "table" and table_snapshot:   # the tables as the line read them
             kwargs["table_snapshot"] = table_snapshot
+        if rec.measure in ("model", "table") and correction_fit:   # and the fit it priced with
+            kwargs["correction_fit"] = correction_fit
         env = gym.make(known, **kwargs)
         if self.share:
             share(env, self._evaluators)
@@ -125,7 +128,8 @@ class Validator:
         budget = line.get("budget")
         env = self.make_env(rec.env_id, rec, split, reward,
                             budget if type(budget) is int else None,
-                            (line.get("hashes") or {}).get("table_rows"))
+                            (line.get("hashes") or {}).get("table_rows"),
+                            (line.get("hashes") or {}).get("correction"))
         try:
             again = Recorder(env, rec.agent, rec.seed)
             for n, actions in enumerate([*rec.earlier_actions, rec.actions]):

@@ -154,13 +154,14 @@ class KernelEnv(gym.Env):
                  env_config: dict | None = None, evaluator: Evaluator | None = None,
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
                  step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR,
-                 max_episode_steps: int | None = None, table_snapshot: str | None = None):
+                 max_episode_steps: int | None = None, table_snapshot: str | None = None,
+                 correction_fit: str | None = None):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
                                  check_shapes=check_shapes, step_timeout=step_timeout,
                                  estimator=estimator, max_episode_steps=max_episode_steps,
-                                 table_snapshot=table_snapshot)
+                                 table_snapshot=table_snapshot, correction_fit=correction_fit)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -170,7 +171,8 @@ class KernelEnv(gym.Env):
                                            check_shapes=check_shapes,
                                            step_timeout=step_timeout, estimator=estimator,
                                            max_episode_steps=max_episode_steps,
-                                           table_snapshot=table_snapshot),
+                                           table_snapshot=table_snapshot,
+                                           correction_fit=correction_fit),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -204,10 +206,15 @@ class KernelEnv(gym.Env):
         if table_snapshot is not None and measure != "table":
             raise ValueError(f"table_snapshot reads the GPU tables as they were; it needs "
                              f"measure='table', not {measure!r}")
+        if correction_fit is not None and measure not in ("model", "table"):
+            raise ValueError(f"correction_fit prices with a recorded fit of the cost model's "
+                             f"correction; it needs measure='model' or 'table', not {measure!r}")
         backend = make_backend(measure, self.target,
                                **({"estimator": estimator} if measure in ("model", "table")
                                   else {}),
                                **({"snapshot": table_snapshot} if table_snapshot is not None
+                                  else {}),
+                               **({"fit": correction_fit} if correction_fit is not None
                                   else {}))
         self.estimator = estimator
         if measure == "gpu" and correctness == "interpreter":

@@ -21,6 +21,7 @@ from ..ir.rewrite import walk
 from ..target import Target, as_target
 from .features import KernelFeatures, extract
 from .correction import (DEFAULT_ESTIMATOR, TreeCorrection, check_estimator, correction_for,
+                         fit_id,
                          structure)
 from .recorded import ConfigRecovery, expected_error
 from .measurement import Backend, Measurement, recorded_anchor
@@ -32,12 +33,18 @@ class ModelBackend(Backend):
 
     name = "model"
 
-    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR):
+    def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR,
+                 fit: str | None = None):
         self.target = as_target(hardware)
         self.profile = self.target.profile
         # "corrected": the analytic time times the task's learned correction for this GPU,
         # where one is fitted and used (`measure/correction.py`); "analytic": the model alone
         self.estimator = check_estimator(estimator)
+        if fit is not None and self.estimator != "corrected":
+            raise ValueError(f"a correction fit prices with the correction; it needs "
+                             f"estimator='corrected', not {self.estimator!r}")
+        # a fit pinned by a record (`correction.fit_id`), else the current one
+        self.fit = fit
 
     def roofline(self, f: KernelFeatures) -> float:
         """TFLOP/s allowed by the compute ceiling and compulsory traffic."""
@@ -116,7 +123,13 @@ class ModelBackend(Backend):
         """The learned correction this backend prices `task` with, or None."""
         if self.estimator != "corrected":
             return None
-        return correction_for(task, self.profile.name.lower())
+        return correction_for(task, self.profile.name.lower(), self.fit)
+
+    def fit_of(self, task) -> str | None:
+        """The fit (`correction.fit_id`) this backend prices `task` with, or None where it
+        prices with the analytic model alone: what a record keeps (`hashes.correction`)."""
+        c = self.correction(task)
+        return fit_id(c.path) if c is not None and c.path is not None else None
 
     def _corrected(self, model_ms: float, structure_of, sizes: dict, task,
                    f: KernelFeatures, correction: TreeCorrection | None) -> dict | None:
@@ -223,8 +236,9 @@ class TableBackend(Backend):
     name = "table"
 
     def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR,
-                 snapshot: str | dict | None = None):
-        self.model = ModelBackend(hardware, estimator)
+                 snapshot: str | dict | None = None, fit: str | None = None):
+        self.model = ModelBackend(hardware, estimator, fit)
+        self.fit = self.model.fit
         self.estimator = self.model.estimator
         self.target, self.profile = self.model.target, self.model.profile
         self.hardware = self.target.name
@@ -280,6 +294,10 @@ class TableBackend(Backend):
         a record keeps (`format_snapshot`): with it, `TableBackend(snapshot=...)` reads the
         same tables after they have grown."""
         return self.table(task)["snapshot"]
+
+    def fit_of(self, task) -> str | None:
+        """The correction fit the programs the tables lack are priced with (`ModelBackend`)."""
+        return self.model.fit_of(task)
 
     def numerics_failures(self, task) -> dict:
         """{numerics class (`Task.numerics_class`): [(output elements, shape, error)]} of

@@ -19,6 +19,11 @@ prices with it, and needs no learning library:
   whether pricing uses it (`use`) and the expected error a corrected figure carries.
 * `correction_for(task, hardware)`: the correction pricing uses on that GPU, or None
   (no file, or the file's evaluation found it no better than the analytic model).
+* Fits are pinned like table rows: a record names the fit it was priced with (`fit_id`,
+  the first 12 hex digits of the file's sha256; `hashes.correction`), every fit that
+  priced a record is kept in `tasks/<task>/corrections/` (`archive`, which a refit calls
+  before it writes), and `correction_for(..., fit=)` reads that fit back, so a refit does
+  not change what an older record replays to.
 
 A corrected time never goes below the roofline's (compulsory traffic at the DRAM bandwidth,
 the FLOPs at the tensor cores' peak): a tree's guess cannot make a program faster than the
@@ -168,13 +173,57 @@ def load_correction(task, hardware: str) -> TreeCorrection | None:
     return _load(str(path), path.stat().st_mtime)
 
 
-def correction_for(task, hardware: str) -> TreeCorrection | None:
+def fit_id(path: Path) -> str:
+    """A correction file's identity: the first 12 hex digits of its bytes' sha256."""
+    import hashlib
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def archive_path(task, hardware: str, fit: str) -> Path | None:
+    if not getattr(task, "anchors_file", None):
+        return None
+    return Path(task.anchors_file).parent / "corrections" / f"correction_{hardware}_{fit}.json"
+
+
+def archive(task, hardware: str) -> Path | None:
+    """Keep the task's current fit for `hardware` in `corrections/` (where it is not kept
+    yet), so the records priced with it replay after a refit; its path, or None."""
+    path = correction_path(task, hardware.lower())
+    if path is None or not path.exists():
+        return None
+    kept = archive_path(task, hardware.lower(), fit_id(path))
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(path.read_bytes())
+    return kept
+
+
+def load_fit(task, hardware: str, fit: str) -> TreeCorrection:
+    """The fit `fit` (`fit_id`) of the task's correction for `hardware`: the current file
+    where it is that fit, else the kept one; a ValueError where neither is."""
+    if not (isinstance(fit, str) and len(fit) == 12
+            and all(c in "0123456789abcdef" for c in fit)):
+        raise ValueError(f"a correction fit is 12 hex digits (fit_id), got {fit!r}")
+    hardware = hardware.lower()
+    current = correction_path(task, hardware)
+    if current is not None and current.exists() and fit_id(current) == fit:
+        return load_correction(task, hardware)
+    kept = archive_path(task, hardware, fit)
+    if kept is None or not kept.exists() or fit_id(kept) != fit:
+        raise ValueError(f"the {task.name} correction fit {fit} for {hardware} is neither "
+                         f"{current} nor kept in {kept.parent if kept else 'corrections/'}: "
+                         f"a record priced with it cannot be replayed")
+    return _load(str(kept), kept.stat().st_mtime)
+
+
+def correction_for(task, hardware: str, fit: str | None = None) -> TreeCorrection | None:
     """The correction pricing uses for `task` on `hardware`: None where no fit exists or
-    its held-out evaluation kept the analytic model (`use: false`)."""
-    c = load_correction(task, hardware)
+    its held-out evaluation kept the analytic model (`use: false`). With `fit`, that fit
+    (`load_fit`) rather than the current one."""
+    c = load_fit(task, hardware, fit) if fit is not None else load_correction(task, hardware)
     return c if c is not None and c.use else None
 
 
 __all__ = ["DEFAULT_ESTIMATOR", "ESTIMATORS", "LEGACY_ESTIMATOR", "TreeCorrection",
-           "check_estimator", "correction_for", "correction_path", "export",
-           "load_correction", "structure"]
+           "archive", "archive_path", "check_estimator", "correction_for", "correction_path",
+           "export", "fit_id", "load_correction", "load_fit", "structure"]

@@ -236,3 +236,23 @@ def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submiss
                                                        "budgets": [4, 12]}))
     problems, board = check_submission(folder)
     assert board == [] and "budget" in {p.field for p in problems}, [str(p) for p in problems]
+
+
+def test_a_submission_cannot_choose_the_correction_fit_it_is_priced_by(probe_lines, submission):
+    """A replay prices with the correction fit a line names (`hashes.correction`), so a
+    submission naming an older fit (kept for the committed boards) or none is refused
+    before any replay; the current fit is what the honest line names."""
+    from argus_env.measure import correction as C
+    from argus_env.task import get_task
+    line = probe_lines["random"]
+    now = line["hashes"]["correction"]
+    assert now == C.fit_id(C.correction_path(get_task("gemm"), "h200"))
+    kept = sorted(p.stem.rsplit("_", 1)[1] for p in
+                  C.archive_path(get_task("gemm"), "h200", now).parent.glob("correction_h200_*"))
+    older = next(f for f in kept if f != now)
+    hashes = {k: v for k, v in line["hashes"].items() if k != "correction"}
+    for bad in ({**line, "hashes": {**hashes, "correction": older}}, {**line, "hashes": hashes}):
+        problems, board = check_submission(submission([bad]))
+        assert board == [] and [p.field for p in problems] == ["hashes"], \
+            [str(p) for p in problems]
+        assert "correction" in problems[0].message

@@ -126,14 +126,14 @@ def test_corrected_prices_are_the_analytic_times_the_factor_and_never_beat_the_r
     analytic = ModelBackend("h200", estimator="analytic").measure(program, sizes, task)
     assert analytic.ok
     monkeypatch.setattr("argus_env.measure.analytic.correction_for",
-                        lambda task, hw: _constant(math.log(1.5)))
+                        lambda task, hw, fit=None: _constant(math.log(1.5)))
     slower = ModelBackend("h200").measure(program, sizes, task)
     assert slower.ms == pytest.approx(analytic.ms * 1.5)
     assert slower.details["correction"]["factor"] == pytest.approx(1.5)
     assert slower.details["expected_error"]["basis"] == "held-out shapes"
     # a correction that would make it 1e6 times faster stops at the roofline
     monkeypatch.setattr("argus_env.measure.analytic.correction_for",
-                        lambda task, hw: _constant(math.log(1e-6)))
+                        lambda task, hw, fit=None: _constant(math.log(1e-6)))
     fast = ModelBackend("h200").measure(program, sizes, task)
     assert fast.ok and fast.tflops <= fast.roofline_tflops * (1 + 1e-9)
     assert fast.ms > analytic.ms * 1e-6
@@ -180,3 +180,54 @@ def test_a_board_line_made_before_the_correction_replays_with_the_analytic_model
     assert not check_line(first)
     assert not check_line({**first, "estimator": "corrected"})
     assert check_line({**first, "estimator": "guess"})
+
+
+def test_a_refit_changes_no_price_a_record_pinned_to_its_fit(tmp_path, monkeypatch):
+    """A record names the fit it was priced with (`fit_id`); a refit keeps the old fit in
+    `corrections/` (`archive`), the current price moves and the pinned one does not; a fit
+    that is not kept, or a fit with the analytic estimator, is refused."""
+    task = get_task("gemm")
+    real = C.correction_path(task, "h100")
+    monkeypatch.setattr(C, "correction_path", lambda task, hw: tmp_path / f"correction_{hw}.json")
+    monkeypatch.setattr(C, "archive_path", lambda task, hw, fit:
+                        tmp_path / "corrections" / f"correction_{hw}_{fit}.json")
+    current = tmp_path / "correction_h100.json"
+    current.write_bytes(real.read_bytes())
+    program, sizes = task.program("baseline"), {"M": 3000, "N": 5000, "K": 2000}
+    before = ModelBackend("h100").measure(program, sizes, task)
+    fit = ModelBackend("h100").fit_of(task)
+    assert fit == C.fit_id(current) and before.details["correction"]["factor"] > 0
+    assert C.archive(task, "h100").exists()
+    data = json.loads(current.read_text())
+    data["init"] += 0.3
+    data["log_ratio_range"] = [-50.0, 50.0]
+    current.write_text(json.dumps(data))                       # the refit
+    after = ModelBackend("h100").measure(program, sizes, task)
+    assert ModelBackend("h100").fit_of(task) != fit
+    assert after.ms == pytest.approx(before.ms * math.exp(0.3), rel=1e-6)
+    pinned = ModelBackend("h100", fit=fit)
+    assert pinned.measure(program, sizes, task).ms == before.ms and pinned.fit_of(task) == fit
+    with pytest.raises(ValueError, match="neither"):
+        ModelBackend("h100", fit="0" * 12).measure(program, sizes, task)
+    with pytest.raises(ValueError, match="12 hex"):
+        ModelBackend("h100", fit="latest").measure(program, sizes, task)
+    with pytest.raises(ValueError, match="estimator='corrected'"):
+        ModelBackend("h100", "analytic", fit=fit)
+
+
+def test_an_environment_prices_with_the_fit_it_is_given():
+    import gymnasium as gym
+
+    import argus_env  # noqa: F401
+    from argus_env.bench import results as R
+    env = gym.make("Argus-GEMM-v0", measure="table", hardware="h100", correctness="none")
+    env.reset(seed=0, options={"shape": "ragged-3000"})
+    fit = R.content_hashes(env)["correction"]
+    assert fit == C.fit_id(C.correction_path(get_task("gemm"), "h100"))
+    env.close()
+    pinned = gym.make("Argus-GEMM-v0", measure="table", hardware="h100", correctness="none",
+                      correction_fit=fit)
+    assert pinned.unwrapped.evaluator.backend.fit == fit
+    pinned.close()
+    with pytest.raises(ValueError, match="estimator='corrected'"):
+        gym.make("Argus-GEMM-v0", measure="model", estimator="analytic", correction_fit=fit)
