@@ -56,6 +56,13 @@ agents: {random: {}, evolutionary: {population: 3, genome_length: 2}}
 
 
 @pytest.fixture(scope="session")
+def probe_suite() -> str:
+    """The probe suite's YAML (a fixture: test modules cannot import this conftest by name,
+    another folder's conftest may hold it)."""
+    return PROBE
+
+
+@pytest.fixture(scope="session")
 def probe_lines(tmp_path_factory) -> dict:
     """The probe suite's results line of an agent that plays one episode (random), of one
     that resets for every genome (evolutionary), and a random episode of a longer budget

@@ -177,7 +177,8 @@ def test_the_budget_binds_the_recorded_actions(probe_lines, submission):
 
 
 def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, submission,
-                                                               tmp_path, monkeypatch):
+                                                               tmp_path, monkeypatch,
+                                                               probe_suite):
     """A replay reads the tables a line names (`hashes.table_rows`), so a line played
     against no rows at all (every program priced by the cost model, the model an agent
     can game) replays without a divergence. As a submission it is refused before any
@@ -187,7 +188,6 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
     from argus_env.bench import load_config
     from argus_env.bench.config import Episode
     from argus_env.bench.runner import Runner
-    from conftest import PROBE
 
     class NoRows(Runner):
         def make_env(self, env_id, track, budget=None):
@@ -196,7 +196,7 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
                             reward=c.reward, split=track, max_episode_steps=budget or c.budget,
                             estimator=c.estimator, table_snapshot="table_h200.csv:0")
     path = tmp_path / "probe.yaml"
-    path.write_text(PROBE)
+    path.write_text(probe_suite)
     cfg = load_config(path)
     forged = NoRows(cfg, tmp_path).play(Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0))
     assert forged["hashes"]["table_rows"] == "table_h200.csv:0", forged["hashes"]
@@ -219,20 +219,20 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
     assert problems == [] and len(board) == 1, [str(p) for p in problems]
 
 
-def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submission):
+def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submission,
+                                                            probe_suite):
     """A suite with `budgets` wants the episode at each budget: a line at a budget the axis
     lacks is refused before any replay, and the episode at the other budget is missing."""
     import yaml
 
-    from conftest import PROBE
     line = probe_lines["random"]                          # played at the probe's budget, 8
     folder = submission([line])
-    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(PROBE),
+    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(probe_suite),
                                                        "budgets": [4, 8]}))
     problems, board = check_submission(folder)
     assert len(board) == 1 and [p.message for p in problems] == [
         "missing episode: Argus-GEMM-v0 train track, shape decode-16, seed 0, budget 4"]
-    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(PROBE),
+    (folder / "suite.yaml").write_text(yaml.safe_dump({**yaml.safe_load(probe_suite),
                                                        "budgets": [4, 12]}))
     problems, board = check_submission(folder)
     assert board == [] and "budget" in {p.field for p in problems}, [str(p) for p in problems]
