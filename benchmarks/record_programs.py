@@ -136,8 +136,8 @@ PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "d
 #: measurement order: the board's submitted programs (live figures), what episodes
 #: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
 #: other walks
-PRIORITY = {"board": 0, "episode": 1, "records": 1, "configs": 2, "walk-board": 2,
-            "heldout": 3, "walk": 4}
+PRIORITY = {"board": 0, "episode": 1, "records": 1, "retime": 2, "configs": 2,
+            "walk-board": 2, "heldout": 3, "walk": 4}
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
 CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
@@ -191,6 +191,12 @@ class Item:
     @property
     def board(self) -> bool:
         return "board" in self.sources
+
+    @property
+    def retime(self) -> bool:
+        """Held by a table, timed again so that its new row supersedes the old one
+        (`plan --retime`)."""
+        return "retime" in self.sources
 
 
 def anchor_dims(task_name: str) -> tuple:
@@ -605,6 +611,42 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
     return items
 
 
+def retime_items(task_name: str, board_shapes: set, log=None) -> list:
+    """`plan --retime TASK`: every program the task's tables hold at the board's shapes,
+    to be timed again (its row recovered as a program and confirmed by its hash); their
+    new rows supersede the old ones (`TableBackend` reads a program's last row), for rows
+    timed against an anchor that has since changed."""
+    from argus_env.envs import ENV_IDS
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.measure.recorded import ConfigRecovery
+    from argus_env.task import get_task
+    task = get_task(task_name)
+    env_id = {t: e for e, t in dict(ENV_IDS).items()}[task.name]
+    shapes = {s for e, s in board_shapes if e == env_id}
+    recover, out, skipped = ConfigRecovery(task), [], 0
+    for row in TableBackend(HARDWARE).table(task)["rows"].values():
+        if row.get("shape") not in shapes:
+            continue
+        sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
+        try:
+            config = recover(row)
+            program = task.bind(task.space.program(config), sizes) if config is not None \
+                else None
+        except (ValueError, TypeError, KeyError):
+            program = None
+        if program is None or program.hash != row["program_hash"]:
+            skipped += 1
+            continue
+        out.append(Item(task.name, env_id, row["shape"], sizes, program.hash, program.text,
+                        row.get("config", ""), row.get("summary", ""), ["retime"],
+                        population=True))
+    if log:
+        log(f"retime {task_name}: {len(out)} programs of its {HARDWARE} tables at "
+            f"{', '.join(sorted(shapes))}; {skipped} rows not recovered as their program "
+            "(left out)")
+    return out
+
+
 # ====================================================================== plan
 def git_commit() -> str:
     try:
@@ -617,7 +659,7 @@ def git_commit() -> str:
 
 def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: int,
               records: list[Path], walk_shapes: str = "all", log=print,
-              configs: list[str] = ()) -> dict:
+              configs: list[str] = (), retime: list[str] = ()) -> dict:
     """Everything to measure and to count: the header (the board's lines, settings) and
     the items, deduplicated."""
     from argus_env.bench.results import read_records
@@ -640,6 +682,9 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     if configs:
         for it in config_items(list(configs), board_shapes, log, seed=seed):
             items.add(it)
+    for task_name in retime:
+        for it in retime_items(task_name, board_shapes, log):
+            items.add(it)
     env_ids = list(dict(ENV_IDS))
     if walks:
         for it in walk_items(env_ids, walks, walk_steps, seed,
@@ -658,7 +703,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
               "hardware": HARDWARE,
               "walks": walks, "eval_walks": eval_walks, "walk_steps": walk_steps, "seed": seed,
               "walk_shapes": walk_shapes, "records": [str(p) for p in records],
-              "configs": list(configs),
+              "configs": list(configs), "retime": list(retime),
               "lines": [line_view(ln) for ln in lines]}
     return {"header": header, "items": list(items)}
 
@@ -740,7 +785,8 @@ def select(items: list[Item], held: set, done: dict, heldout: bool = False) -> l
     them); held-out walks the tables lack only when `heldout` (their figures test the
     estimates, `evaluate`, and never enter the tables); never what `done` has a verdict
     for."""
-    out = [it for it in items if (heldout or not it.heldout) and (it.board or it.key not in held)
+    out = [it for it in items if (heldout or not it.heldout)
+           and (it.board or it.retime or it.key not in held)
            and not (it.key in done and is_verdict(done[it.key]))]
     return sorted(out, key=lambda i: (i.priority, i.task, i.shape, i.program_hash))
 
@@ -972,8 +1018,8 @@ def write_outputs(out_dir: Path, plan: dict, done: dict, held: set, prov: dict) 
         header = table_header(task)
         keys = recorded(done)
         rows = [table_row(items[k], r, header, prov) for k, r in sorted(done.items())
-                if r["task"] == task and k in keys and k not in held and k in items
-                and not items[k].heldout]
+                if r["task"] == task and k in keys and k in items and not items[k].heldout
+                and (k not in held or items[k].retime)]
         path = out_dir / f"table_{task}_{HARDWARE}.csv"
         with path.open("w", newline="") as f:
             w = csv.DictWriter(f, header + list(PROVENANCE_COLUMNS))
@@ -1027,7 +1073,7 @@ def print_summary(plan: dict, done: dict, held: set, counts: dict | None, out=pr
         mine = [i for i in items if i.task == task and not i.heldout]
         rec = [done[i.key] for i in mine if i.key in done and is_verdict(done[i.key])]
         left = [i for i in pending if i.task == task]
-        want = [i for i in mine if i.board or i.key not in held]
+        want = [i for i in mine if i.board or i.retime or i.key not in held]
         out(f"{task:<11}{len(mine):>8}{sum(i.key in held for i in mine):>10}{len(want):>11}"
             f"{sum(r['ok'] for r in rec):>6}{sum(not r['ok'] for r in rec):>7}{len(left):>6}"
             f"{estimate_seconds(left, 12):>12.0f}")
@@ -1057,8 +1103,13 @@ def print_summary(plan: dict, done: dict, held: set, counts: dict | None, out=pr
 # ====================================================================== append
 def append_tables(out_dir: Path, tables_root: Path = ROOT / "tasks", log=print) -> dict:
     """Append the output folder's rows to `tasks/<task>/table_h200.csv`, leaving out the
-    programs the tables already hold; the header gains the provenance columns (earlier
-    rows have them empty). Returns rows added per task."""
+    programs the tables already hold, but for those the plan timed again (`--retime`),
+    whose new row goes after the old one and supersedes it (once: a row with the same
+    timestamp is not added twice); the header gains the provenance columns (earlier rows
+    have them empty). Returns rows added per task."""
+    plan_path = out_dir / "plan.jsonl"
+    again = {i.key for i in read_plan(plan_path)["items"] if i.retime} \
+        if plan_path.exists() else set()
     added = {}
     for src in sorted(out_dir.glob(f"table_*_{HARDWARE}.csv")):
         task = src.name[len("table_"):-len(f"_{HARDWARE}.csv")]
@@ -1074,9 +1125,18 @@ def append_tables(out_dir: Path, tables_root: Path = ROOT / "tasks", log=print) 
                 header, rows = list(reader.fieldnames), list(reader)
         dims = anchor_dims(task)
         have = {tuple(r[d] for d in dims) + (r["program_hash"],) for r in rows}
+        stamped = {tuple(r[d] for d in dims) + (r["program_hash"], r.get("timestamp"))
+                   for r in rows}
         with src.open(newline="") as f:
             new = list(csv.DictReader(f))
-        fresh = [r for r in new if tuple(r[d] for d in dims) + (r["program_hash"],) not in have]
+
+        def wanted(r) -> bool:
+            key = tuple(r[d] for d in dims) + (r["program_hash"],)
+            if key not in have:
+                return True
+            retimed = f"{task}|{'x'.join(r[d] for d in dims)}|{r['program_hash']}" in again
+            return retimed and key + (r.get("timestamp"),) not in stamped
+        fresh = [r for r in new if wanted(r)]
         for c in PROVENANCE_COLUMNS:
             if c not in header:
                 header.append(c)
@@ -1105,8 +1165,11 @@ def _counts(values) -> dict:
 
 
 def cmd_plan(args) -> int:
+    global HARDWARE
+    HARDWARE = args.hardware or HARDWARE
     plan = make_plan(args.board, args.walks, args.eval_walks, args.walk_steps, args.seed,
-                     args.records, args.walk_shapes, configs=args.configs)
+                     args.records, args.walk_shapes, configs=args.configs,
+                     retime=args.retime)
     items = plan["items"]
     held = held_keys({i.task for i in items}, items)
     todo = select(items, held, {})
@@ -1514,6 +1577,12 @@ def main(argv=None) -> int:
                         "the mask allows them (small-shapes: GEMM swap-AB, stream-K and "
                         f"split-K; sample: {SAMPLE_SIZE} GEMM configurations drawn with --seed)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--retime", nargs="*", default=[], metavar="TASK",
+                   help="time again every program the task's tables hold at the board's "
+                        "shapes; the new rows supersede the old (rows timed against an "
+                        "anchor that has since changed)")
+    p.add_argument("--hardware", default=None,
+                   help="the tables the plan reads (held programs, --retime): default h200")
     p.add_argument("--compile-workers", type=int, default=12, help="for the estimate")
     p.add_argument("--dry-run", action="store_true", help="list, write nothing")
     p.add_argument("--list", type=int, default=40, help="programs listed by --dry-run")

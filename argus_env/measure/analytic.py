@@ -260,7 +260,8 @@ class TableBackend(Backend):
         say) are different kernels. With a `snapshot` ({file name: rows}), only each
         file's first rows as the snapshot counts them (the tables grow by appending, so
         that is the table as it was when the snapshot was taken; a file it does not name
-        did not exist then)."""
+        did not exist then). A program with several rows at a shape (timed again, e.g.
+        after its anchor changed: `record_programs.py plan --retime`) is its last row."""
         if task.name not in self._tables:
             path, paths = self._paths(task)
             rows, counts = {}, {}
@@ -273,7 +274,7 @@ class TableBackend(Backend):
                             break
                         n += 1
                         key = tuple(int(r[d]) for d in task.anchor_dims) + (r["program_hash"],)
-                        rows.setdefault(key, r)
+                        rows[key] = r   # a program timed again: its last row supersedes
                 if limit is not None and n < limit:
                     raise ValueError(f"{p}: {n} rows, but the table snapshot {self.snapshot} "
                                      f"counts {limit}: the table was cut or rewritten, not "

@@ -21,26 +21,33 @@ from .recorded import table_paths
 
 @lru_cache(maxsize=16)
 def _best_by_shape(paths: tuple[str, ...], dims: tuple[str, ...], _stamp: tuple) -> dict:
-    best: dict[tuple, dict] = {}
-    for path in paths:
+    last: dict[tuple, tuple] = {}   # (shape, program) -> its last row: a program timed
+    for path in paths:              # again is its new row, as the table backend reads it
         with open(path) as f:
             for row in csv.DictReader(f):
-                if row.get("ok") != "True":
-                    continue
                 try:
                     key = tuple(int(row[d]) for d in dims)
-                    frac = float(row["ratio"])
-                    tflops = float(row["tflops"])
                 except (KeyError, ValueError):
                     continue
-                if not (math.isfinite(frac) and frac > 0):
-                    continue
-                if key not in best or frac > best[key]["frac_anchor"]:
-                    best[key] = {"frac_anchor": frac, "tflops": tflops, "ms": float(row["ms"]),
-                                 "program_hash": row.get("program_hash", ""),
-                                 "config": row.get("summary") or row.get("config", ""),
-                                 "table": Path(path).name, "recorded": row.get("timestamp", ""),
-                                 "shape": row.get("shape", "")}
+                last[key + (row.get("program_hash", ""),)] = (row, path)
+    best: dict[tuple, dict] = {}
+    for full, (row, path) in last.items():
+        key = full[:-1]
+        if row.get("ok") != "True":
+            continue
+        try:
+            frac = float(row["ratio"])
+            tflops = float(row["tflops"])
+        except (KeyError, ValueError):
+            continue
+        if not (math.isfinite(frac) and frac > 0):
+            continue
+        if key not in best or frac > best[key]["frac_anchor"]:
+            best[key] = {"frac_anchor": frac, "tflops": tflops, "ms": float(row["ms"]),
+                         "program_hash": row.get("program_hash", ""),
+                         "config": row.get("summary") or row.get("config", ""),
+                         "table": Path(path).name, "recorded": row.get("timestamp", ""),
+                         "shape": row.get("shape", "")}
     return best
 
 

@@ -500,3 +500,36 @@ def test_the_best_known_carries_its_figure_from_the_live_run_where_it_was_timed(
     assert again[0]["frac_anchor"] == k["frac_anchor"]
     assert all("live_frac_anchor" not in x for x in again[1:])
     assert "live_frac_anchor" not in RP.best_known_of(lines, timed[3:])[0]
+
+
+def test_a_retimed_program_gets_a_new_row_once_and_others_are_still_left_out(tmp_path):
+    """`plan --retime`: the recording's row of a program the tables hold is appended when
+    the plan timed it again (once: the same row twice is not), while a held program the
+    plan did not retime is still left out."""
+    src = ROOT / "tasks" / "rmsnorm" / "table_h200.csv"
+    tables = tmp_path / "tasks"
+    (tables / "rmsnorm").mkdir(parents=True)
+    (tables / "rmsnorm" / "table_h200.csv").write_bytes(src.read_bytes())
+    with src.open(newline="") as f:
+        old = list(csv.DictReader(f))
+    header = RP.table_header("rmsnorm")
+    out = tmp_path / "rec"
+    out.mkdir()
+    again = dict(old[0], ratio="0.5", timestamp="1800000000.0", gpu="NVIDIA H200")
+    held = dict(old[1], timestamp="1800000001.0", gpu="NVIDIA H200")
+    with (out / "table_rmsnorm_h200.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, header + list(RP.PROVENANCE_COLUMNS))
+        w.writeheader()
+        w.writerows([again, held])
+    sizes = {d: int(again[d]) for d in ("T", "H")}
+    item = RP.Item("rmsnorm", "Argus-RMSNorm-v0", again["shape"], sizes,
+                   again["program_hash"], "", sources=["retime"])
+    assert item.retime and item.key == f"rmsnorm|{again['T']}x{again['H']}|{again['program_hash']}"
+    RP.write_plan({"header": {"kind": "plan"}, "items": [item]}, out / "plan.jsonl")
+    assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 1}
+    with (tables / "rmsnorm" / "table_h200.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(old) + 1 and rows[-1]["ratio"] == "0.5"
+    assert rows[-1]["program_hash"] == old[0]["program_hash"]
+    assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 0}
+    assert RP.select([item], {item.key}, {}) == [item], "held, but timed again"

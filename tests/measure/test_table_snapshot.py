@@ -97,3 +97,35 @@ def test_the_env_takes_a_snapshot_only_in_table_mode():
     import argus_env  # noqa: F401
     with pytest.raises(ValueError, match="table_snapshot"):
         gym.make("Argus-RMSNorm-v0", measure="model", table_snapshot="table_h100.csv:1")
+
+
+def test_a_program_timed_again_is_priced_by_its_last_row_and_a_snapshot_keeps_the_first(
+        tables, monkeypatch):
+    """`record_programs.py plan --retime`: a program's new row, appended after its old one
+    (its anchor changed), is what the tables price it by and what decides the best known;
+    a snapshot taken before the new row still reads the old one."""
+    from argus_env.measure import optimum
+    from argus_env.measure.optimum import best_known
+    monkeypatch.setattr(optimum, "table_paths", lambda task, hw: sorted(
+        tables.parent.glob(f"table*_{hw}.csv")))
+    case = next(c for c in TASK.shapes if c.name == "llama70b-decode-256")
+    sizes = dict(case.sizes)
+    known = best_known(TASK, sizes, "h100")
+    program = next(TASK.bind(TASK.space.program(c), sizes) for c in TASK.space.configurations()
+                   if TASK.bind(TASK.space.program(c), sizes).hash == known["program_hash"])
+    snapshot = TableBackend("h100").snapshot_of(TASK)
+    old = TableBackend("h100").measure(program, sizes, TASK)
+    assert old.backend == "table" and old.frac_anchor == pytest.approx(known["frac_anchor"],
+                                                                          rel=1e-3)
+    header, row = _row_like(tables, sizes, program.hash, 0.5 * known["frac_anchor"])
+    with tables.open("a", newline="") as f:     # timed again: half as fast as recorded
+        csv.DictWriter(f, header).writerow(row)
+    analytic._EXECUTED.clear()
+    new = TableBackend("h100").measure(program, sizes, TASK)
+    assert new.frac_anchor == pytest.approx(0.5 * known["frac_anchor"], rel=1e-3)
+    then = TableBackend("h100", snapshot=snapshot).measure(program, sizes, TASK)
+    assert then.frac_anchor == pytest.approx(old.frac_anchor)
+    again = best_known(TASK, sizes, "h100")
+    assert again["program_hash"] != program.hash or \
+        again["frac_anchor"] == pytest.approx(0.5 * known["frac_anchor"], rel=1e-3)
+    assert again["frac_anchor"] < known["frac_anchor"]
