@@ -136,7 +136,7 @@ PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "d
 #: measurement order: the board's submitted programs (live figures), what episodes
 #: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
 #: other walks
-PRIORITY = {"board": 0, "episode": 1, "records": 1, "retime": 2, "configs": 2,
+PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "configs": 2,
             "walk-board": 2, "heldout": 3, "walk": 4}
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
@@ -191,6 +191,12 @@ class Item:
     @property
     def board(self) -> bool:
         return "board" in self.sources
+
+    @property
+    def known(self) -> bool:
+        """A board shape's best known program, timed with the board's kernels so that the
+        board sets their live figures against it as timed in the same run."""
+        return "known" in self.sources
 
     @property
     def retime(self) -> bool:
@@ -611,6 +617,41 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
     return items
 
 
+def row_item(task, env_id: str, row: dict, source: str, recover) -> Item | None:
+    """A table row as an item: its configuration recovered as the task's program and
+    confirmed by the row's program hash (None where it is not)."""
+    sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
+    try:
+        config = recover(row)
+        program = task.bind(task.space.program(config), sizes) if config is not None else None
+    except (ValueError, TypeError, KeyError):
+        program = None
+    if program is None or program.hash != row["program_hash"]:
+        return None
+    return Item(task.name, env_id, row["shape"], sizes, program.hash, program.text,
+                row.get("config", ""), row.get("summary", ""), [source], population=True)
+
+
+def known_items(lines: list[dict], log=None) -> list:
+    """Each board shape's best known program (`best_known_of`), as an item timed with the
+    board's kernels: `append` then gives the live file its same-run figure."""
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.measure.recorded import ConfigRecovery
+    from argus_env.task import get_task
+    out, missing = [], []
+    for k in best_known_of([line_view(ln) for ln in lines]):
+        ln = next(x for x in lines if (x["env_id"], x["shape"]) == (k["env_id"], k["shape"]))
+        task = get_task(ln["task"])
+        shape = tuple(int(ln["sizes"][d]) for d in task.anchor_dims)
+        row = TableBackend(HARDWARE).table(task)["rows"].get(shape + (k["program_hash"],))
+        it = row_item(task, k["env_id"], row, "known", ConfigRecovery(task)) if row else None
+        (out.append(it) if it is not None else missing.append(f"{k['env_id']} {k['shape']}"))
+    if log:
+        log(f"best known: {len(out)} programs to time with the board's kernels"
+            + (f"; not recovered as a program: {', '.join(missing)}" if missing else ""))
+    return out
+
+
 def retime_items(task_name: str, board_shapes: set, log=None) -> list:
     """`plan --retime TASK`: every program the task's tables hold at the board's shapes,
     to be timed again (its row recovered as a program and confirmed by its hash); their
@@ -627,19 +668,11 @@ def retime_items(task_name: str, board_shapes: set, log=None) -> list:
     for row in TableBackend(HARDWARE).table(task)["rows"].values():
         if row.get("shape") not in shapes:
             continue
-        sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
-        try:
-            config = recover(row)
-            program = task.bind(task.space.program(config), sizes) if config is not None \
-                else None
-        except (ValueError, TypeError, KeyError):
-            program = None
-        if program is None or program.hash != row["program_hash"]:
+        it = row_item(task, env_id, row, "retime", recover)
+        if it is None:
             skipped += 1
             continue
-        out.append(Item(task.name, env_id, row["shape"], sizes, program.hash, program.text,
-                        row.get("config", ""), row.get("summary", ""), ["retime"],
-                        population=True))
+        out.append(it)
     if log:
         log(f"retime {task_name}: {len(out)} programs of its {HARDWARE} tables at "
             f"{', '.join(sorted(shapes))}; {skipped} rows not recovered as their program "
@@ -674,6 +707,8 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     for it in found:
         items.add(it)
     log(f"board: {len(lines)} lines, replays {_counts(verdicts.values())}")
+    for it in known_items(lines, log):
+        items.add(it)
     for path in records:
         found, v = episode_items(read_records([path]), "records", board_shapes)
         for it in found:
@@ -786,7 +821,7 @@ def select(items: list[Item], held: set, done: dict, heldout: bool = False) -> l
     estimates, `evaluate`, and never enter the tables); never what `done` has a verdict
     for."""
     out = [it for it in items if (heldout or not it.heldout)
-           and (it.board or it.retime or it.key not in held)
+           and (it.board or it.known or it.retime or it.key not in held)
            and not (it.key in done and is_verdict(done[it.key]))]
     return sorted(out, key=lambda i: (i.priority, i.task, i.shape, i.program_hash))
 
@@ -1073,7 +1108,7 @@ def print_summary(plan: dict, done: dict, held: set, counts: dict | None, out=pr
         mine = [i for i in items if i.task == task and not i.heldout]
         rec = [done[i.key] for i in mine if i.key in done and is_verdict(done[i.key])]
         left = [i for i in pending if i.task == task]
-        want = [i for i in mine if i.board or i.retime or i.key not in held]
+        want = [i for i in mine if i.board or i.known or i.retime or i.key not in held]
         out(f"{task:<11}{len(mine):>8}{sum(i.key in held for i in mine):>10}{len(want):>11}"
             f"{sum(r['ok'] for r in rec):>6}{sum(not r['ok'] for r in rec):>7}{len(left):>6}"
             f"{estimate_seconds(left, 12):>12.0f}")

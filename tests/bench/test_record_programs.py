@@ -533,3 +533,17 @@ def test_a_retimed_program_gets_a_new_row_once_and_others_are_still_left_out(tmp
     assert rows[-1]["program_hash"] == old[0]["program_hash"]
     assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 0}
     assert RP.select([item], {item.key}, {}) == [item], "held, but timed again"
+
+
+def test_each_board_shapes_best_known_is_planned_with_the_boards_kernels():
+    """The plan times every board shape's best known program with the board's kernels
+    (its row recovered as the program, confirmed by hash), so `append` can give the live
+    file its same-run figure; such an item is measured though the tables hold it."""
+    lines = first_per_env()
+    items = RP.known_items(lines)
+    known = {(k["env_id"], k["shape"]): k for k in RP.best_known_of(
+        [RP.line_view(ln) for ln in lines])}
+    assert items and len(items) == len(known)
+    for it in items:
+        assert it.known and it.program_hash == known[(it.env_id, it.shape)]["program_hash"]
+        assert RP.select([it], {it.key}, {}) == [it]
