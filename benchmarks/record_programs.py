@@ -638,13 +638,14 @@ def known_items(lines: list[dict], log=None) -> list:
     from argus_env.measure.analytic import TableBackend
     from argus_env.measure.recorded import ConfigRecovery
     from argus_env.task import get_task
-    out, missing = [], []
+    out, missing, backend, recover = [], [], TableBackend(HARDWARE), {}
     for k in best_known_of([line_view(ln) for ln in lines]):
         ln = next(x for x in lines if (x["env_id"], x["shape"]) == (k["env_id"], k["shape"]))
         task = get_task(ln["task"])
         shape = tuple(int(ln["sizes"][d]) for d in task.anchor_dims)
-        row = TableBackend(HARDWARE).table(task)["rows"].get(shape + (k["program_hash"],))
-        it = row_item(task, k["env_id"], row, "known", ConfigRecovery(task)) if row else None
+        row = backend.table(task)["rows"].get(shape + (k["program_hash"],))
+        it = row_item(task, k["env_id"], row, "known",
+                      recover.setdefault(task.name, ConfigRecovery(task))) if row else None
         (out.append(it) if it is not None else missing.append(f"{k['env_id']} {k['shape']}"))
     if log:
         log(f"best known: {len(out)} programs to time with the board's kernels"
@@ -1169,7 +1170,7 @@ def append_tables(out_dir: Path, tables_root: Path = ROOT / "tasks", log=print) 
             key = tuple(r[d] for d in dims) + (r["program_hash"],)
             if key not in have:
                 return True
-            retimed = f"{task}|{'x'.join(r[d] for d in dims)}|{r['program_hash']}" in again
+            retimed = item_key(task, r, r["program_hash"]) in again
             return retimed and key + (r.get("timestamp"),) not in stamped
         fresh = [r for r in new if wanted(r)]
         for c in PROVENANCE_COLUMNS:

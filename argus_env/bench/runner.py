@@ -135,8 +135,8 @@ class _Display:
     def start(self, ep: Episode) -> None:
         if self.bar:
             self.label = f"{ep.agent} {ep.env_id} {ep.track}/{ep.shape} seed {ep.seed}"
-            self.bar.reset(self.episode, total=ep.budget or self.budget, description=self.label)
             self.ep_budget = ep.budget or self.budget
+            self.bar.reset(self.episode, total=self.ep_budget, description=self.label)
 
     def step(self, rec) -> None:
         if self.bar:

@@ -175,7 +175,7 @@ def _suite(folder: Path, meta: dict, problems: list):
 
 # ------------------------------------------------------------------ the lines
 def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
-                tables: dict | None = None) -> list[Problem]:
+                memo: dict | None = None) -> list[Problem]:
     """A schema-valid line against the submission's name and suite."""
     def bad(message: str, field: str) -> Problem:
         return Problem("results.jsonl", None, message, field)
@@ -210,20 +210,31 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
         out.append(bad(f"track {line['track']!r}: {line['shape']} is on the {track} track", "track"))
     out += [bad(f"agent_args names a path outside the submission folder: {s!r}", "agent_args")
             for s in escaping(folder, line["agent_args"])]
-    if suite.measure == "table" and tables is not None:
-        out += [bad(why, "hashes") for why in [stale_tables(line, tables)] if why]
-    if suite.measure in ("model", "table") and tables is not None:
-        out += [bad(why, "hashes") for why in [stale_fit(line, tables)] if why]
+    if suite.measure == "table" and memo is not None:
+        out += [bad(why, "hashes") for why in [stale_tables(line, memo)] if why]
+    if suite.measure in ("model", "table") and memo is not None:
+        out += [bad(why, "hashes") for why in [stale_fit(line, memo)] if why]
     return out
 
 
-def current_fit(task: str, hardware: str, estimator: str, memo: dict) -> str | None:
-    """The correction fit a model price of the task is made with now (None: none)."""
-    key = ("fit", task, hardware, estimator)
+def current_pricing(line: dict, memo: dict) -> dict:
+    """What a line of the task, hardware, measure and estimator would name now: the rows
+    of the task's GPU tables (`table_rows`, table mode) and the correction fit
+    (`correction`), from one backend of the line's measure, as `results.content_hashes`
+    records them."""
+    from . import results as R
+    estimator = R.line_setting(line, "estimator")
+    key = (line["task"], line["hardware"], line["measure"], estimator)
     if key not in memo:
-        from ..measure.analytic import ModelBackend
+        if line["measure"] not in ("model", "table"):
+            raise ValueError(f"a {line['measure']!r} line is not priced from tables or fits")
+        from ..measure.local import make_local_backend
         from ..task import get_task
-        memo[key] = ModelBackend(hardware, estimator).fit_of(get_task(task))
+        task = get_task(line["task"])
+        backend = make_local_backend(line["measure"], line["hardware"], estimator=estimator)
+        memo[key] = {"table_rows": backend.snapshot_of(task)
+                     if line["measure"] == "table" else None,
+                     "correction": backend.fit_of(task)}
     return memo[key]
 
 
@@ -231,11 +242,9 @@ def stale_fit(line: dict, memo: dict) -> str | None:
     """Why a line was not priced with the cost model's correction as it is now (None: it
     was). A replay prices with the fit a line names (`hashes.correction`), so, as with
     the tables, a submission could otherwise pick an older fit it games better."""
-    from . import results as R
     hashes = line.get("hashes") or {}
     try:
-        now = current_fit(line["task"], line["hardware"], R.line_setting(line, "estimator"),
-                          memo)
+        now = current_pricing(line, memo)["correction"]
     except (KeyError, ValueError) as e:
         return f"the {line['task']} correction for {line['hardware']} cannot be read: {e}"
     claimed = hashes.get("correction")
@@ -248,16 +257,6 @@ def stale_fit(line: dict, memo: dict) -> str | None:
     return None
 
 
-def current_tables(task: str, hardware: str, memo: dict) -> str:
-    """The rows each of a task's GPU table files holds now (`format_snapshot`'s text)."""
-    key = (task, hardware)
-    if key not in memo:
-        from ..measure.analytic import TableBackend
-        from ..task import get_task
-        memo[key] = TableBackend(hardware).snapshot_of(get_task(task))
-    return memo[key]
-
-
 def stale_tables(line: dict, memo: dict) -> str | None:
     """Why a table-mode line was not played against the tables as they are now (None:
     it was). A replay reads the tables the line names (`hashes.table_rows`), so a
@@ -267,7 +266,7 @@ def stale_tables(line: dict, memo: dict) -> str | None:
     from ..measure.analytic import parse_snapshot
     claimed = (line.get("hashes") or {}).get("table_rows")
     try:
-        now = current_tables(line["task"], line["hardware"], memo)
+        now = current_pricing(line, memo)["table_rows"]
     except (KeyError, ValueError) as e:
         return f"the {line['task']} tables of {line['hardware']} cannot be read: {e}"
     if claimed is None:
@@ -292,12 +291,12 @@ def _rules(lines: list, meta: dict, folder: Path, problems: list) -> set[int]:
         return set(range(1, len(lines) + 1))
     suite, episodes = got
     tracks = {(ep.env_id, ep.shape): ep.track for ep in episodes}
-    broken, have, tables = set(), {}, {}
+    broken, have, memo = set(), {}, {}
     for n, line in enumerate(lines, 1):
         mine = [Problem("results.jsonl", None, f"{d.field}: expected {d.expected}, got "
                         f"{short(d.got)}", d.field) for d in check_line(line, extras=True)]
         if not mine:
-            mine = _line_rules(line, meta, suite, tracks, folder, tables)
+            mine = _line_rules(line, meta, suite, tracks, folder, memo)
             key = (line["env_id"], line["shape"], line["seed"], line["budget"])
             if key in have:
                 mine.append(Problem("results.jsonl", None, f"episode {key} already on line "

@@ -211,6 +211,17 @@ def test_a_figure_timed_at_other_sizes_than_the_shape_is_refused(tmp_path):
     assert same.of(ln)["frac_anchor"] == 0.9
 
 
+def one_figure_per_kernel(lines: list[dict], frac: float) -> list[dict]:
+    """A live figure of `frac` for each distinct (shape, submitted kernel) of `lines`."""
+    figs, seen = [], set()
+    for ln in lines:
+        key = (ln["shape"], ln["submitted_program_hash"])
+        if key not in seen:
+            seen.add(key)
+            figs.append(figure(ln, frac))
+    return figs
+
+
 def test_a_best_known_from_the_gpu_tables_replaces_the_best_episode(tmp_path):
     """A live file's best known (the fastest correct program of the GPU's tables) is what
     the board measures regret and steps to 90%/95% against, and the live score is set
@@ -219,12 +230,7 @@ def test_a_best_known_from_the_gpu_tables_replaces_the_best_episode(tmp_path):
     (plain,) = L.build(lines)
     assert not plain.known_from or not any(plain.known_from.values())
     assert "(best episode)" in render.markdown([plain], [])
-    figs, seen = [], set()
-    for ln in lines:
-        key = (ln["shape"], ln["submitted_program_hash"])
-        if key not in seen:
-            seen.add(key)
-            figs.append(figure(ln, 0.5))
+    figs = one_figure_per_kernel(lines, 0.5)
     shapes = sorted({ln["shape"] for ln in lines})
     known = [{"env_id": lines[0]["env_id"], "shape": s, "frac_anchor": 2.0,
               "program_hash": "ab" * 8, "table": "table_h200.csv",
@@ -258,12 +264,7 @@ def test_the_live_ratio_takes_the_best_known_as_timed_in_the_live_run(tmp_path):
     cancels; the best known's table figure still sets the steps to 90%/95%; a non-positive
     same-run figure is refused."""
     lines = board_lines()
-    figs, seen = [], set()
-    for ln in lines:
-        key = (ln["shape"], ln["submitted_program_hash"])
-        if key not in seen:
-            seen.add(key)
-            figs.append(figure(ln, 0.5))
+    figs = one_figure_per_kernel(lines, 0.5)
     shapes = sorted({ln["shape"] for ln in lines})
     known = [{"env_id": lines[0]["env_id"], "shape": s, "frac_anchor": 2.0,
               "live_frac_anchor": 1.0, "program_hash": "ab" * 8, "table": "table_h200.csv",

@@ -309,16 +309,22 @@ def test_measure_refuses_a_folder_without_a_plan(tmp_path):
         RP.main(["measure", "--out", str(tmp_path), "--max-seconds", "900"])
 
 
-def test_append_grows_a_table_by_the_rows_it_lacks(tmp_path):
+def rmsnorm_tables_and_recording(tmp_path):
+    """A copy of the RMSNorm H200 table under tmp_path/tasks, its rows and header, and
+    an empty recording folder: (tables root, rows, header, folder)."""
     src = ROOT / "tasks" / "rmsnorm" / "table_h200.csv"
     tables = tmp_path / "tasks"
     (tables / "rmsnorm").mkdir(parents=True)
     (tables / "rmsnorm" / "table_h200.csv").write_bytes(src.read_bytes())
     with src.open(newline="") as f:
         old = list(csv.DictReader(f))
-    header = RP.table_header("rmsnorm")
     out = tmp_path / "rec"
     out.mkdir()
+    return tables, old, RP.table_header("rmsnorm"), out
+
+
+def test_append_grows_a_table_by_the_rows_it_lacks(tmp_path):
+    tables, old, header, out = rmsnorm_tables_and_recording(tmp_path)
     new = dict(old[0], program_hash="f" * 16, gpu="NVIDIA H200", date="2026-12-04")
     dup = dict(old[1], gpu="NVIDIA H200")
     with (out / "table_rmsnorm_h200.csv").open("w", newline="") as f:
@@ -506,15 +512,7 @@ def test_a_retimed_program_gets_a_new_row_once_and_others_are_still_left_out(tmp
     """`plan --retime`: the recording's row of a program the tables hold is appended when
     the plan timed it again (once: the same row twice is not), while a held program the
     plan did not retime is still left out."""
-    src = ROOT / "tasks" / "rmsnorm" / "table_h200.csv"
-    tables = tmp_path / "tasks"
-    (tables / "rmsnorm").mkdir(parents=True)
-    (tables / "rmsnorm" / "table_h200.csv").write_bytes(src.read_bytes())
-    with src.open(newline="") as f:
-        old = list(csv.DictReader(f))
-    header = RP.table_header("rmsnorm")
-    out = tmp_path / "rec"
-    out.mkdir()
+    tables, old, header, out = rmsnorm_tables_and_recording(tmp_path)
     again = dict(old[0], ratio="0.5", timestamp="1800000000.0", gpu="NVIDIA H200")
     held = dict(old[1], timestamp="1800000001.0", gpu="NVIDIA H200")
     with (out / "table_rmsnorm_h200.csv").open("w", newline="") as f:
