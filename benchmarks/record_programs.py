@@ -137,6 +137,7 @@ PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "cuda", "protocol", "d
 #: visited, walks at the board's shapes, held-out walks (with `measure --heldout` only),
 #: other walks
 PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "configs": 2,
+            "neighbours": 2,
             "walk-board": 2, "heldout": 3, "walk": 4}
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
@@ -632,6 +633,57 @@ def row_item(task, env_id: str, row: dict, source: str, recover) -> Item | None:
                 row.get("config", ""), row.get("summary", ""), [source], population=True)
 
 
+def neighbour_items(task_name: str, top: int = 1, shapes=None, log=None) -> list:
+    """`plan --neighbours TASK`: at every suite shape of the task (or those named in
+    `shapes`), the `top` fastest correct programs of the tables (a program's last row) and
+    every configuration one legal catalog action away from each (the mask of the tables'
+    hardware at that shape), proven by the checker, as items; `mark_held` leaves out those
+    the tables already hold. One round of a local search on the GPU around the best known:
+    run it again after `append` to climb further."""
+    from argus_env.check import check_program
+    from argus_env.envs import ENV_IDS
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.measure.recorded import ConfigRecovery
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    task, target = get_task(task_name), load_target(HARDWARE)
+    env_id = {t: e for e, t in dict(ENV_IDS).items()}[task.name]
+    space, recover = task.space, ConfigRecovery(task)
+    rows = TableBackend(HARDWARE).table(task)["rows"].values()
+    out, unrecovered, refused = [], 0, 0
+    for case in task.shapes:
+        if shapes and case.name not in shapes:
+            continue
+        ranked = sorted((r for r in rows if r.get("shape") == case.name
+                         and str(r.get("ok")) == "True" and r.get("ratio") not in ("", None)),
+                        key=lambda r: -float(r["ratio"]))
+        ctx, seen = {"sizes": dict(case.sizes), "target": target}, set()
+        for row in ranked[:top]:
+            it = row_item(task, env_id, row, "neighbours", recover)
+            if it is None:
+                unrecovered += 1
+                continue
+            config = recover(row)
+            for name, value in space.legal(config, ctx):
+                new = space.apply(config, name, value, ctx)
+                if new in seen or space.config_reason(new, ctx) is not None:
+                    continue
+                seen.add(new)
+                program = task.bind(space.program(new), case.sizes)
+                if not check_program(program, case.sizes, task, num_sms=target.sms,
+                                     target=target).ok:
+                    refused += 1
+                    continue
+                cfg, summary = config_columns(task, new, program, case.sizes, target)
+                out.append(Item(task.name, env_id, case.name, dict(case.sizes), program.hash,
+                                program.text, cfg, summary, ["neighbours"]))
+    if log:
+        log(f"neighbours {task_name}: {len(out)} programs one action from the {top} best of "
+            f"the {HARDWARE} tables per shape; {refused} not proven, {unrecovered} best rows "
+            "not recovered as their program (left out)")
+    return out
+
+
 def known_items(lines: list[dict], log=None) -> list:
     """Each board shape's best known program (`best_known_of`), as an item timed with the
     board's kernels: `append` then gives the live file its same-run figure."""
@@ -693,12 +745,13 @@ def git_commit() -> str:
 
 def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: int,
               records: list[Path], walk_shapes: str = "all", log=print,
-              configs: list[str] = (), retime: list[str] = ()) -> dict:
+              configs: list[str] = (), retime: list[str] = (), neighbours: list[str] = (),
+              neighbour_top: int = 1, neighbour_shapes=None) -> dict:
     """Everything to measure and to count: the header (the board's lines, settings) and
     the items, deduplicated."""
     from argus_env.bench.results import read_records
     from argus_env.envs import ENV_IDS
-    lines = board_lines(board)
+    lines = board_lines(board) if str(board) != "none" else []
     board_shapes = {(ln["env_id"], ln["shape"]) for ln in lines}
     per_env: dict = {}
     for env_id, shape in sorted(board_shapes):
@@ -721,6 +774,9 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     for task_name in retime:
         for it in retime_items(task_name, board_shapes, log):
             items.add(it)
+    for task_name in neighbours:
+        for it in neighbour_items(task_name, neighbour_top, neighbour_shapes, log):
+            items.add(it)
     env_ids = list(dict(ENV_IDS))
     if walks:
         for it in walk_items(env_ids, walks, walk_steps, seed,
@@ -740,6 +796,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
               "walks": walks, "eval_walks": eval_walks, "walk_steps": walk_steps, "seed": seed,
               "walk_shapes": walk_shapes, "records": [str(p) for p in records],
               "configs": list(configs), "retime": list(retime),
+              "neighbours": list(neighbours), "neighbour_top": neighbour_top,
               "lines": [line_view(ln) for ln in lines]}
     return {"header": header, "items": list(items)}
 
@@ -1205,7 +1262,8 @@ def cmd_plan(args) -> int:
     HARDWARE = args.hardware or HARDWARE
     plan = make_plan(args.board, args.walks, args.eval_walks, args.walk_steps, args.seed,
                      args.records, args.walk_shapes, configs=args.configs,
-                     retime=args.retime)
+                     retime=args.retime, neighbours=args.neighbours,
+                     neighbour_top=args.neighbour_top, neighbour_shapes=args.neighbour_shapes)
     items = plan["items"]
     held = held_keys({i.task for i in items}, items)
     todo = select(items, held, {})
@@ -1488,11 +1546,14 @@ def cmd_evaluate(args) -> int:
 
 
 
-def plan_board(out_dir: Path) -> Path:
-    """The board the folder's plan was made for (its header's `board`), else the default."""
+def plan_board(out_dir: Path) -> Path | None:
+    """The board the folder's plan was made for (its header's `board`), else the default;
+    None for a plan made without one (`--board none`)."""
     path = out_dir / "plan.jsonl"
     if path.exists():
         header = json.loads(path.read_text().splitlines()[0])
+        if header.get("kind") == "plan" and header.get("board") == "none":
+            return None
         if header.get("kind") == "plan" and header.get("board"):
             board = Path(header["board"])
             return board if board.is_absolute() else ROOT / board
@@ -1545,8 +1606,9 @@ def cmd_append(args) -> int:
     from argus_env.bench.results import shown
     live = args.out / f"live_{HARDWARE}.json"
     board = plan_board(args.out)
-    args.live_to = args.live_to or board.parent / f"live_{HARDWARE}.json"
-    if live.exists() and args.live_to:
+    if board is not None:
+        args.live_to = args.live_to or board.parent / f"live_{HARDWARE}.json"
+    if live.exists() and args.live_to and board is not None:
         from argus_env.bench.live import read_live, write_live
         read_live(live)   # refuse a malformed file before it reaches the board
         doc = json.loads(live.read_text())
@@ -1601,7 +1663,8 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("plan", help="what to measure (CPU; needs the envs)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--board", type=Path, default=BOARD, help="leaderboard results file")
+    p.add_argument("--board", type=Path, default=BOARD,
+                   help="leaderboard results file ('none': no board, only the other sources)")
     p.add_argument("--records", type=Path, nargs="*", default=[], help="more episode records")
     p.add_argument("--walks", type=int, default=100, help="priced walk programs per task")
     p.add_argument("--eval-walks", type=int, default=100,
@@ -1617,6 +1680,13 @@ def main(argv=None) -> int:
                    help="time again every program the task's tables hold at the board's "
                         "shapes; the new rows supersede the old (rows timed against an "
                         "anchor that has since changed)")
+    p.add_argument("--neighbours", nargs="*", default=[], metavar="TASK",
+                   help="at every suite shape, every configuration one legal catalog action "
+                        "from the tables' --neighbour-top fastest programs (a round of local "
+                        "search around the best known; the tables' hardware's mask)")
+    p.add_argument("--neighbour-top", type=int, default=1)
+    p.add_argument("--neighbour-shapes", nargs="*", default=None, metavar="SHAPE",
+                   help="only these suite shapes for --neighbours")
     p.add_argument("--hardware", default=None,
                    help="the tables the plan reads (held programs, --retime): default h200")
     p.add_argument("--compile-workers", type=int, default=12, help="for the estimate")

@@ -545,3 +545,35 @@ def test_each_board_shapes_best_known_is_planned_with_the_boards_kernels():
     for it in items:
         assert it.known and it.program_hash == known[(it.env_id, it.shape)]["program_hash"]
         assert RP.select([it], {it.key}, {}) == [it]
+
+
+def test_neighbours_are_one_legal_action_from_the_tables_best_and_proven(monkeypatch):
+    """`plan --neighbours`: at a shape, every item is the tables' fastest correct program
+    with one legal catalog action applied (never the program itself, never an action the
+    mask refuses there), and a plan made with `--board none` has no board lines."""
+    from argus_env.measure.analytic import TableBackend
+    from argus_env.measure.recorded import ConfigRecovery
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    monkeypatch.setattr(RP, "HARDWARE", "h100")
+    task, target = get_task("rmsnorm"), load_target("h100")
+    shape = "llama70b-decode-256"
+    case = next(c for c in task.shapes if c.name == shape)
+    rows = [r for r in TableBackend("h100").table(task)["rows"].values()
+            if r["shape"] == shape and r["ok"] == "True"]
+    best = max(rows, key=lambda r: float(r["ratio"]))
+    config = ConfigRecovery(task)(best)
+    ctx = {"sizes": dict(case.sizes), "target": target}
+    legal = task.space.legal(config, ctx)
+    allowed = {task.bind(task.space.program(task.space.apply(config, n, v, ctx)),
+                         case.sizes).hash for n, v in legal}
+    items = RP.neighbour_items("rmsnorm", 1, [shape])
+    assert items and all(i.shape == shape and i.sources == ["neighbours"] for i in items)
+    hashes = [i.program_hash for i in items]
+    assert len(set(hashes)) == len(hashes) and best["program_hash"] not in hashes
+    assert set(hashes) <= allowed, "only what one legal action reaches"
+    plan = RP.make_plan(Path("none"), 0, 0, 10, 0, [], log=lambda *a: None,
+                        neighbours=["rmsnorm"], neighbour_shapes=[shape])
+    assert plan["header"]["lines"] == [] and plan["header"]["neighbours"] == ["rmsnorm"]
+    assert {i.program_hash for i in plan["items"]} == set(hashes)
+
