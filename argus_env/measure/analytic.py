@@ -23,7 +23,7 @@ from .features import KernelFeatures, extract
 from .correction import (DEFAULT_ESTIMATOR, TreeCorrection, check_estimator, correction_for,
                          fit_id,
                          structure)
-from .recorded import ConfigRecovery, expected_error
+from .recorded import ConfigRecovery, expected_error, read_table_rows
 from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
 
@@ -264,28 +264,10 @@ class TableBackend(Backend):
         after its anchor changed: `record_programs.py plan --retime`) is its last row."""
         if task.name not in self._tables:
             path, paths = self._paths(task)
-            rows, counts = {}, {}
-            for p in paths:
-                limit = None if self.snapshot is None else self.snapshot.get(p.name, 0)
-                n = 0
-                with p.open() as f:
-                    for r in csv.DictReader(f):
-                        if limit is not None and n >= limit:
-                            break
-                        n += 1
-                        key = tuple(int(r[d]) for d in task.anchor_dims) + (r["program_hash"],)
-                        rows[key] = r   # a program timed again: its last row supersedes
-                if limit is not None and n < limit:
-                    raise ValueError(f"{p}: {n} rows, but the table snapshot {self.snapshot} "
-                                     f"counts {limit}: the table was cut or rewritten, not "
-                                     f"appended to, so the snapshot cannot be read back")
-                counts[p.name] = n
-            if self.snapshot is not None:
-                names = {p.name for p in paths}
-                for name, limit in self.snapshot.items():
-                    if limit and name not in names:
-                        raise ValueError(f"table snapshot: {name} ({limit} rows) is not "
-                                         f"among the {task.name} tables of {self.hardware}")
+            try:
+                rows, _, counts = read_table_rows(paths, task.anchor_dims, self.snapshot)
+            except ValueError as e:
+                raise ValueError(f"{task.name} tables of {self.hardware}: {e}") from None
             self._tables[task.name] = {"path": str(path), "rows": rows, "counts": counts,
                                        "snapshot": format_snapshot(counts)}
         return self._tables[task.name]

@@ -11,27 +11,18 @@ measured have no best known (None).
 
 from __future__ import annotations
 
-import csv
 import math
 from functools import lru_cache
 from pathlib import Path
 
-from .recorded import table_paths
+from .recorded import read_table_rows, table_paths
 
 
 @lru_cache(maxsize=16)
 def _best_by_shape(paths: tuple[str, ...], dims: tuple[str, ...], _stamp: tuple) -> dict:
-    last: dict[tuple, tuple] = {}   # (shape, program) -> its last row: a program timed
-    for path in paths:              # again is its new row, as the table backend reads it
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                try:
-                    key = tuple(int(row[d]) for d in dims)
-                except (KeyError, ValueError):
-                    continue
-                last[key + (row.get("program_hash", ""),)] = (row, path)
+    rows, files, _ = read_table_rows(paths, dims)   # a program's last row, as priced
     best: dict[tuple, dict] = {}
-    for full, (row, path) in last.items():
+    for full, row in rows.items():
         key = full[:-1]
         if row.get("ok") != "True":
             continue
@@ -46,7 +37,7 @@ def _best_by_shape(paths: tuple[str, ...], dims: tuple[str, ...], _stamp: tuple)
             best[key] = {"frac_anchor": frac, "tflops": tflops, "ms": float(row["ms"]),
                          "program_hash": row.get("program_hash", ""),
                          "config": row.get("summary") or row.get("config", ""),
-                         "table": Path(path).name, "recorded": row.get("timestamp", ""),
+                         "table": files[full], "recorded": row.get("timestamp", ""),
                          "shape": row.get("shape", "")}
     return best
 

@@ -31,6 +31,44 @@ def table_paths(task, hardware: str = "h200") -> list[Path]:
     return [p for p in [main, *sorted(main.parent.glob(f"table_*_{hardware}.csv"))] if p.exists()]
 
 
+def read_table_rows(paths, dims, snapshot: dict | None = None) -> tuple[dict, dict, dict]:
+    """The rows of a task's table files (`table_paths`), keyed by the sizes along `dims`
+    and the program hash: a program with several rows at a shape (timed again, e.g. after
+    its anchor changed) is its last row, the one rule every reader of the tables follows.
+    With a `snapshot` ({file name: rows}), only each file's first rows as it counts them
+    (the tables grow by appending), and a file it names must exist and hold them.
+    Returns (rows, files, counts): `files` names the file each kept row came from,
+    `counts` the rows read per file name."""
+    import csv
+    rows, files, counts = {}, {}, {}
+    for p in map(Path, paths):
+        limit = None if snapshot is None else snapshot.get(p.name, 0)
+        n = 0
+        with p.open() as f:
+            for line, r in enumerate(csv.DictReader(f), start=2):
+                if limit is not None and n >= limit:
+                    break
+                n += 1
+                try:
+                    key = tuple(int(r[d]) for d in dims) + (r["program_hash"],)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ValueError(f"{p}:{line}: a row without its sizes {list(dims)} "
+                                     f"and program_hash ({e!r})") from None
+                rows[key], files[key] = r, p.name
+        if limit is not None and n < limit:
+            raise ValueError(f"{p}: {n} rows, but the table snapshot {snapshot} counts "
+                             f"{limit}: the table was cut or rewritten, not appended to, so "
+                             "the snapshot cannot be read back")
+        counts[p.name] = n
+    if snapshot is not None:
+        names = {Path(p).name for p in paths}
+        for name, limit in snapshot.items():
+            if limit and name not in names:
+                raise ValueError(f"table snapshot: {name} ({limit} rows) is not among the "
+                                 "tables read")
+    return rows, files, counts
+
+
 def _literal(text: str):
     try:
         return ast.literal_eval(text)

@@ -129,3 +129,17 @@ def test_a_program_timed_again_is_priced_by_its_last_row_and_a_snapshot_keeps_th
     assert again["program_hash"] != program.hash or \
         again["frac_anchor"] == pytest.approx(0.5 * known["frac_anchor"], rel=1e-3)
     assert again["frac_anchor"] < known["frac_anchor"]
+
+
+def test_a_row_without_its_sizes_is_named_by_file_and_line(tables):
+    """Every reader of the tables (prices, snapshots, best known) reads them through one
+    function, which refuses a row it cannot key rather than dropping it."""
+    from argus_env.measure.recorded import read_table_rows
+    with tables.open() as f:
+        n = sum(1 for _ in f)
+    with tables.open("a", newline="") as f:
+        f.write("broken-row\n")
+    with pytest.raises(ValueError, match=rf"{tables.name}:{n + 1}: a row without its sizes"):
+        read_table_rows([tables], TASK.anchor_dims)
+    with pytest.raises(ValueError, match="rmsnorm tables of h100"):
+        TableBackend("h100").table(TASK)
