@@ -142,7 +142,7 @@ PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "co
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
 CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
-               "model-top": ("gemm", "model-top")}
+               "model-top": ("gemm", "model-top"), "gemm-expert": ("gemm", "EXPERT")}
 #: `model-top`: at each of these GEMM shapes (the suite's furthest below cuBLAS), the
 #: configurations the corrected cost model of `TOP_HARDWARE` ranks fastest among
 #: `TOP_POOL` mask-legal ones drawn at random, `TOP_N` of those the tables lack
@@ -594,7 +594,8 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
             configs = sampled_configurations(task, target, SAMPLE_SIZE, seed)
         else:
             found = getattr(importlib.import_module(type(task.space).__module__), attr)
-            configs = list(found.values()) if isinstance(found, dict) else list(found)
+            configs = list(found.values()) if isinstance(found, dict) else \
+                list(found) if isinstance(found, (list, tuple)) else [found]
         kept = refused = 0
         for config in configs:
             for case in task.shapes:
@@ -1674,7 +1675,9 @@ def main(argv=None) -> int:
     p.add_argument("--configs", nargs="*", default=[], choices=sorted(CONFIG_SETS),
                    help="add named sets of catalog configurations at every suite shape where "
                         "the mask allows them (small-shapes: GEMM swap-AB, stream-K and "
-                        f"split-K; sample: {SAMPLE_SIZE} GEMM configurations drawn with --seed)")
+                        f"split-K; sample: {SAMPLE_SIZE} GEMM configurations drawn with --seed; "
+                        "model-top: the corrected model's fastest; gemm-expert: the GEMM "
+                        "expert's configuration)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--retime", nargs="*", default=[], metavar="TASK",
                    help="time again every program the task's tables hold at the board's "
