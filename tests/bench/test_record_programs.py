@@ -425,6 +425,19 @@ def test_a_named_configuration_set_is_planned_where_the_mask_allows_it(monkeypat
     assert all(i.sources == ["configs"] and i.env_id == "Argus-GEMM-v0" for i in items)
 
 
+def test_a_set_of_one_configuration_is_planned_at_every_shape_it_is_legal(monkeypatch):
+    """`plan --configs gemm-expert`: the GEMM expert's configuration (a single one, not a
+    list) at the suite shapes, as the program the space renders for it."""
+    from argus_env.task import get_task
+    import argus_env.tasks.gemm.space as S
+    gemm = get_task("gemm")
+    shapes = tuple(c for c in gemm.shapes if c.name in ("decode-16", "square-8192"))
+    monkeypatch.setattr(gemm, "shapes", shapes)
+    items = list(RP.config_items(["gemm-expert"]))
+    want = {c.name: gemm.bind(gemm.space.program(S.EXPERT), c.sizes).hash for c in shapes}
+    assert {i.shape: i.program_hash for i in items} == want
+
+
 def test_the_sample_set_draws_distinct_legal_combined_configurations():
     """`plan --configs sample`: the same seed draws the same configurations, all distinct,
     each allowed by the mask at some suite shape, none a split left uncombined or a combine
