@@ -76,6 +76,11 @@ class Entry:
     reached: int = 0
     steps_to_high: float | None = None                 # steps to REACH_HIGH of the best known
     reached_high: int = 0
+    seconds_to_high: float | None = None               # wall-clock seconds to the same, over
+    timed_high: int = 0                                # the episodes that reached it and
+                                                       # timed their steps (`step_seconds`)
+    timed_traces: list = field(default_factory=list)   # per timed episode: (seconds at each
+                                                       # env step, best fraction so far)
     live_regret: float | None = None                   # live score / best known (both GPU)
     episodes: int = 0
     env_steps: int = 0
@@ -273,7 +278,7 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
     from .live import live_frac
     e = Entry(agent, episodes=len(lines))
     by_seed: dict = {}
-    reach, reach_high = [], []
+    reach, reach_high, seconds_high = [], [], []
     for ln in sorted(lines, key=lambda ln: int(ln["seed"])):
         seed = int(ln["seed"])
         e.per_shape.setdefault(ln["shape"], []).append(submitted_frac(ln))
@@ -291,6 +296,12 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         step = first_reach(ln.get("trace") or [], REACH_HIGH * best_known[ln["shape"]])
         if step is not None:
             reach_high.append(step)
+            secs = ln.get("step_seconds") or []
+            if len(secs) >= step:
+                seconds_high.append(float(secs[step - 1]))
+        trace, secs = ln.get("trace") or [], ln.get("step_seconds") or []
+        if trace and len(secs) == len(trace):
+            e.timed_traces.append(([float(t) for t in secs], [float(v) for _, v in trace]))
         e.from_table += ln.get("final_measured_by") == "table" and ln.get("submitted", False)
         e.env_steps += int(ln["env_steps"])
         e.invalid_rate += int(ln["invalid_actions"])
@@ -319,6 +330,8 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
     e.steps_to_reach = statistics.median(reach) if reach else None
     e.reached_high = len(reach_high)
     e.steps_to_high = statistics.median(reach_high) if reach_high else None
+    e.timed_high = len(seconds_high)
+    e.seconds_to_high = statistics.median(seconds_high) if seconds_high else None
     e.invalid_rate = e.invalid_rate / e.env_steps if e.env_steps else 0.0
     e.violations_per_episode = sum(e.violations_by_kind.values()) / max(len(lines), 1)
     return e

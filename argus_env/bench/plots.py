@@ -76,6 +76,31 @@ def learning_curves(board) -> bytes:
     return _png(fig)
 
 
+def wall_clock_curves(board) -> bytes | None:
+    """Best fraction so far against wall-clock seconds, one thin line per timed episode
+    (agent and environment on the machine that played it), or None when no episode of the
+    board timed its steps."""
+    if not any(e.timed_traces for e in board.entries):
+        return None
+    fig = _figure(7.5, 3.8)
+    ax = fig.add_subplot()
+    colors = _colors(board)
+    for e in board.entries:
+        for i, (secs, fracs) in enumerate(e.timed_traces):
+            ax.step(secs, fracs, where="post", color=colors[e.agent], linewidth=1.2, alpha=0.7,
+                    label=f"{e.agent} ({counted(len(e.timed_traces), 'episode')})"
+                    if i == 0 else None)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("wall-clock seconds (agent and environment)")
+    ax.set_ylabel("best fraction of library so far")
+    ax.set_title(f"{board.env_id}, {board.track} track{_budget(board)}: each timed episode",
+                 fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    return _png(fig)
+
+
 def shape_bars(board) -> bytes:
     fig = _figure(7.5, 3.8)
     ax = fig.add_subplot()

@@ -17,6 +17,10 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        "file gives it (a GPU measurement), else the best any episode reached on that shape. "
        f"Steps to {REACH:.0%} / {REACH_HIGH:.0%}: median env step at which an episode's "
        f"best-so-far first reached that share of the best known (episodes that did / all). "
+       f"Seconds to {REACH_HIGH:.0%}: the median wall-clock time from the agent's start to "
+       "that step, agent and environment together on the machine that played it, over the "
+       "episodes that reached it and timed their steps (episodes played by this board's own "
+       "runner; a submitted line's times cannot be replayed and are not shown). "
        "Live / best known: the live score over the best known, where both are GPU "
        "measurements (the best known as timed again in the live run, where a submitted "
        "kernel is that program). Invalid: "
@@ -30,7 +34,7 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        "the verified agents, by its recorded score.")
 COLUMNS = ("rank", "agent", "live score", "live / best known", "recorded score",
            "recorded seeds min-max (std)", "best found", f"steps to {REACH:.0%}",
-           f"steps to {REACH_HIGH:.0%}", "invalid / step", "violations / episode",
+           f"steps to {REACH_HIGH:.0%}", f"seconds to {REACH_HIGH:.0%}", "invalid / step", "violations / episode",
            "from table", "verified", "episodes")
 
 
@@ -45,11 +49,13 @@ def _row(e: Entry) -> list[str]:
     lo, hi = e.spread
     steps = f"{e.steps_to_reach:g}" if e.steps_to_reach is not None else "-"
     high = f"{e.steps_to_high:g}" if e.steps_to_high is not None else "-"
+    secs = f"{e.seconds_to_high:.1f} ({e.timed_high}/{e.episodes})" \
+        if e.seconds_to_high is not None else "-"
     regret = f"{e.live_regret:.3f}" if e.live_regret is not None else "-"
     return [str(e.rank), e.agent, _live_cell(e), regret, f"{e.score:.3f}",
             f"{lo:.3f}-{hi:.3f} ({e.std:.3f})",
             f"{e.best_found:.3f}", f"{steps} ({e.reached}/{e.episodes})",
-            f"{high} ({e.reached_high}/{e.episodes})",
+            f"{high} ({e.reached_high}/{e.episodes})", secs,
             f"{e.invalid_rate:.3f}", f"{e.violations_per_episode:.1f}",
             f"{e.from_table}/{e.episodes}", f"{e.verified}/{e.episodes}",
             str(e.episodes) + (f" ({e.missing} missing, counted 0)" if e.missing else "")]
@@ -200,7 +206,7 @@ def _html_table(head, rows, cls: str = "", first: bool = False) -> str:
 
 
 def html(boards: list[Board], sources: list[str]) -> str:
-    from .plots import data_uri, learning_curves, shape_bars
+    from .plots import data_uri, learning_curves, shape_bars, wall_clock_curves
     e = _html.escape
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              "<title>Argus leaderboard</title>", f"<style>{CSS}</style></head><body>",
@@ -227,7 +233,12 @@ def html(boards: list[Board], sources: list[str]) -> str:
                   f"<img class='plot' alt='learning curves, {e(_title(b))}' "
                   f"src='{data_uri(learning_curves(b))}'>",
                   f"<img class='plot' alt='per-shape results, {e(_title(b))}' "
-                  f"src='{data_uri(shape_bars(b))}'>", "</div>"]
+                  f"src='{data_uri(shape_bars(b))}'>"]
+        timed = wall_clock_curves(b)
+        if timed is not None:
+            parts.append(f"<img class='plot' alt='best so far against wall-clock time, "
+                         f"{e(_title(b))}' src='{data_uri(timed)}'>")
+        parts.append("</div>")
     prov = _provenance(boards)
     if prov:
         parts.append("<h2>Provenance</h2><ul>" + "".join(

@@ -33,8 +33,9 @@ LINE_EXTRAS = ("task_uri", "track", "budget", "reward", "suite", "agent_args", "
                "hardware_profile", "submitted_program_hash", "final_measured_by")
 PER_STEP = ("actions", "action_labels", "rewards", "step_invariants", "step_tflops")
 #: fields a line may leave out: `earlier_actions` is written only for agents that reset,
-#: `estimator` only where the model priced (lines written before either existed lack it)
-OPTIONAL = ("earlier_actions", "estimator")
+#: `estimator` only where the model priced, `step_seconds` by recorders that time their
+#: steps (lines written before any of them existed lack it)
+OPTIONAL = ("earlier_actions", "estimator", "step_seconds")
 
 
 @dataclass
@@ -125,6 +126,8 @@ TYPES: dict[str, tuple[str, Callable]] = {
     "seconds": ("a finite number >= 0", lambda v: _num(v) and v >= 0),
     "env_steps": ("an integer >= 0", _int),
     "trace": ("a list of [env step, fraction] pairs", _list_of(_pair)),
+    "step_seconds": ("a list of seconds >= 0, one per env step",
+                     _list_of(lambda x: _num(x) and x >= 0)),
     "transcript": ("a list of JSON mappings", _list_of(lambda x: type(x) is dict and _json(x))),
     "earlier_actions": ("a list of lists of actions", _list_of(lambda x: type(x) is list)),
     "split": (f"one of {TRACKS} or ''", lambda v: v in TRACKS + ("",)),
@@ -235,6 +238,11 @@ def _consistent(line: dict) -> list[Divergence]:
     elif any(a[1] > b[1] for a, b in zip(trace, trace[1:])) or \
             (trace and trace[-1][1] != line["best_frac_anchor"]):
         out.append(Divergence(None, "trace", "a best-so-far ending at best_frac_anchor", trace))
+    secs = line.get("step_seconds")
+    if secs is not None and (len(secs) != env_steps or
+                             any(a > b for a, b in zip(secs, secs[1:]))):
+        out.append(Divergence(None, "step_seconds", f"{env_steps} non-decreasing times, one "
+                              "per env step", secs))
     if "track" in line and line["split"] != line["track"]:
         out.append(Divergence(None, "split", f"the track {line['track']!r}", line["split"]))
     if line["shape"] == "custom" and not line["sizes"]:

@@ -54,7 +54,8 @@ SPANNING = ("best_frac_anchor", "best_tflops", "best_program", "trace", "violati
             "violations_fixed", "invalid_actions", "env_steps")
 #: not replayable and read by no board: timings, the recording machine's package
 #: versions, the agent's own notes (an LLM's prompts); the actions are the replay's input
-UNCHECKED = ("seconds", "created", "versions", "transcript", "actions", "earlier_actions")
+UNCHECKED = ("seconds", "step_seconds", "created", "versions", "transcript", "actions",
+             "earlier_actions")
 #: what live GPU timings may change: which of two programs within 10% was the best
 TIMING_DEPENDENT = ("best_program",)
 #: fields of a submitted line a board line keeps as they are (no board reads them)
@@ -253,8 +254,11 @@ def compare_fields(line: dict, r: Replay) -> list[Divergence]:
 
 def board_line(line: dict, r: Replay) -> dict:
     """The line a board ranks: the replay's record and bench fields, and the `CARRIED`
-    fields of the submitted line, which no board reads."""
+    fields of the submitted line. No `step_seconds`: a replay cannot confirm a submitter's
+    wall-clock times, and the replay's own are the validating machine's, so a board shows
+    time to the best known only for episodes its own runner played."""
     out = R.to_line(r.got, **r.fields)
+    out.pop("step_seconds", None)
     out.update({k: line[k] for k in CARRIED if k in line})
     return out
 

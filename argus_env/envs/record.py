@@ -80,6 +80,10 @@ class EpisodeRecord:
     seconds: float = 0.0
     env_steps: int = 0          # every step the agent took, over all its episodes
     trace: list = field(default_factory=list)  # [env step, best fraction of library so far]
+    # wall-clock seconds from the agent's start (its Recorder) to the end of each env step,
+    # spanning its resets like `trace`: the budget curves' time axis. Left out of the JSON
+    # when empty (records written before it existed)
+    step_seconds: list = field(default_factory=list)
     transcript: list = field(default_factory=list)  # LLM agents: each step's prompt and answer
     # Agents that reset several times (greedy's restarts, each genome of the evolutionary
     # search): the actions of every episode before the last, one list per reset, so a
@@ -106,6 +110,8 @@ class EpisodeRecord:
         d["return"] = d.pop("return_")
         if not d["earlier_actions"]:
             del d["earlier_actions"]
+        if not d["step_seconds"]:
+            del d["step_seconds"]
         if not d["estimator"]:
             del d["estimator"]
         # one order for the invariants met (the checker may report them in another order
@@ -159,6 +165,7 @@ class Recorder:
         if self.rec.measure in ("model", "table"):
             self.rec.estimator = getattr(core, "estimator", "")
         self._violated = False
+        self._t0 = time.perf_counter()
 
     def start(self, info: dict) -> None:
         self.rec.shape, self.rec.sizes = info["shape"], info["sizes"]
@@ -210,6 +217,7 @@ class Recorder:
         frac = m["frac_anchor"] if m and m["ok"] and info["failure"] is None else 0.0
         r.best_frac_anchor = max(r.best_frac_anchor, info["best_frac_anchor"], frac)
         r.trace.append([r.env_steps, r.best_frac_anchor])
+        r.step_seconds.append(round(time.perf_counter() - self._t0, 3))
         self._final(info)
         r.step_tflops.append(r.final_tflops)
         # `submit()`, or the implicit submit of the step that reached the env's step limit

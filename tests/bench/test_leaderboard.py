@@ -278,3 +278,30 @@ def test_an_agent_is_scored_on_every_episode_of_its_board():
     assert cherry.rank > random.rank, [(e.agent, e.score) for e in board.entries]
     assert math.isclose(cherry.score, max(L.submitted_frac(best) / len(board.seeds), L.FLOOR))
     assert "missing, counted 0" in render.markdown([board], [])
+
+
+def test_seconds_to_the_best_known_come_from_timed_steps_only():
+    """Wall-clock time to 95% of the best known: the time of the step whose best-so-far
+    first reached it, median over the episodes that timed their steps; a board whose lines
+    carry no times shows none, and the wall-clock plot appears only where some do."""
+    from argus_env.bench import plots
+    lines = [ln for ln in committed_lines() if ln["agent"] == "greedy"]
+    board, = L.build(lines)
+    entry = board.entries[0]
+    assert entry.seconds_to_high is None and entry.timed_traces == []
+    assert plots.wall_clock_curves(board) is None
+    timed = [dict(ln, step_seconds=[0.5 * (i + 1) for i in range(ln["env_steps"])])
+             for ln in lines]
+    board, = L.build(timed)
+    entry = board.entries[0]
+    assert entry.reached_high > 0, "some greedy episode reached 95% of the best known"
+    target = {s: L.REACH_HIGH * board.best_known[s] for s in board.shapes}
+    want = sorted(0.5 * L.first_reach(ln["trace"], target[ln["shape"]]) for ln in timed
+                  if L.first_reach(ln["trace"], target[ln["shape"]]) is not None)
+    assert entry.timed_high == len(want) == entry.reached_high
+    assert math.isclose(entry.seconds_to_high, want[len(want) // 2] if len(want) % 2 else
+                        (want[len(want) // 2 - 1] + want[len(want) // 2]) / 2)
+    assert len(entry.timed_traces) == len(timed)
+    assert plots.wall_clock_curves(board).startswith(b"\x89PNG")
+    md = render.markdown([board], [])
+    assert "seconds to 95%" in md and f"{entry.seconds_to_high:.1f} ({entry.timed_high}/" in md

@@ -190,3 +190,20 @@ def test_a_line_from_before_the_estimator_field_replays_with_the_analytic_model(
     assert new["rewards"] != old["rewards"], "the two models should price this walk apart"
     del new["estimator"]
     assert validate(new), "a corrected-model line replayed as an analytic one"
+
+
+def test_step_times_are_recorded_checked_as_data_and_never_carried_to_a_board(lines):
+    """A played line times each env step (`step_seconds`: one non-decreasing time per env
+    step); a replay cannot confirm them, so a line whose times were edited still replays,
+    while its board line carries no times; times that do not fit the steps are refused as
+    data."""
+    from argus_env.bench.schema import check_line
+    line = lines[0]
+    secs = line["step_seconds"]
+    assert len(secs) == line["env_steps"] and secs == sorted(secs) and secs[-1] > 0
+    forged = dict(line, step_seconds=[0.0] * line["env_steps"])
+    out, board = Validator().check(forged)
+    assert out == [] and "step_seconds" not in board
+    assert [d.field for d in check_line(dict(line, step_seconds=secs[:-1]))] == ["step_seconds"]
+    assert [d.field for d in check_line(dict(line, step_seconds=secs[::-1]))] == ["step_seconds"]
+    assert check_line({k: v for k, v in line.items() if k != "step_seconds"}) == []
