@@ -1647,6 +1647,14 @@ def cmd_known(args) -> int:
         board = found[0]
     lines = [line_view(ln) for ln in board_lines(board)]
     known = best_known_of(lines, doc["figures"])
+    # a best known the file already held, timed in the live run (`live_frac_anchor`, from a
+    # program that run measured besides the board's kernels): kept while it is the same
+    # program; a new best known has no figure from that run
+    before = {(k["env_id"], k["shape"], k["program_hash"]): k for k in doc.get("best_known") or []}
+    for k in known:
+        old = before.get((k["env_id"], k["shape"], k["program_hash"]))
+        if old is not None and "live_frac_anchor" in old and "live_frac_anchor" not in k:
+            k["live_frac_anchor"] = old["live_frac_anchor"]
     write_live(args.live, doc["hardware"], doc["figures"], doc["provenance"], doc.get("lines"),
                known)
     for k in known:

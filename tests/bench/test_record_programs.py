@@ -590,3 +590,26 @@ def test_neighbours_are_one_legal_action_from_the_tables_best_and_proven(monkeyp
     assert plan["header"]["lines"] == [] and plan["header"]["neighbours"] == ["rmsnorm"]
     assert {i.program_hash for i in plan["items"]} == set(hashes)
 
+
+
+def test_known_keeps_a_same_run_figure_only_for_the_same_program(tmp_path, monkeypatch):
+    """`record_programs.py known --live FILE`: rewriting a live file's best knowns from the
+    tables as they are now keeps an entry's figure from the live run
+    (`live_frac_anchor`) while the best known is still that program, and drops it where
+    the tables now name another program."""
+    root = ROOT / "benchmarks/results/leaderboard-h100"
+    board = root / "leaderboard-h100.jsonl"
+    doc = json.loads((root / "live_h100.json").read_text())
+    monkeypatch.setattr(RP, "HARDWARE", doc["hardware"])
+    lines = [RP.line_view(ln) for ln in RP.board_lines(board)]
+    now = RP.best_known_of(lines, doc["figures"])
+    keep, change = now[0], now[1]
+    doc["best_known"] = [dict(keep, live_frac_anchor=0.5),
+                         dict(change, program_hash="0" * 16, live_frac_anchor=0.25)]
+    live = tmp_path / "live_h100.json"
+    live.write_text(json.dumps(doc))
+    assert RP.main(["known", "--live", str(live), "--board", str(board)]) == 0
+    got = {(k["env_id"], k["shape"]): k for k in json.loads(live.read_text())["best_known"]}
+    assert got[(keep["env_id"], keep["shape"])]["live_frac_anchor"] == 0.5
+    assert got[(change["env_id"], change["shape"])]["program_hash"] == change["program_hash"]
+    assert got[(change["env_id"], change["shape"])].get("live_frac_anchor") != 0.25
