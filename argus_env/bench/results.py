@@ -32,7 +32,8 @@ from ..envs.record import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_FIELDS = {f.name for f in dataclasses.fields(EpisodeRecord)} - {"return_"} | {"return"}
-TIMING_FIELDS = ("created", "seconds")   # the only fields two identical runs may differ in
+#: the only fields two identical runs may differ in
+TIMING_FIELDS = ("created", "seconds", "step_seconds")
 SOURCE_TREES = {                          # hash name -> source files that decide a replay
     "dsl": ("argus_env/dsl", "argus_env/ir"),
     "check": ("argus_env/check",),

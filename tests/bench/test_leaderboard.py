@@ -84,7 +84,8 @@ def test_markdown_and_a_self_contained_page(written):
         assert needle in md, needle
     page = written["html"].read_text()
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(images) == 4, "learning curves and per-shape bars for each of two boards"
+    assert len(images) == 6, ("learning curves, per-shape bars and best-so-far against "
+                              "wall-clock time for each of two boards")
     assert not re.search(r"(src|href)=['\"](https?:|//|file:)", page), "nothing fetched"
     for b64 in images:
         import numpy as np
