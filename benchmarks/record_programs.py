@@ -281,6 +281,46 @@ def held_keys(tasks, items=()) -> set:
     return out
 
 
+#: sources whose programs a plan may leave out when the compile verdict refuses them (the
+#: board's kernels, best knowns and retimed rows are timed whatever the verdict says)
+VERDICT_SOURCES = ("configs", "neighbours", "walk", "walk-board", "heldout")
+
+
+def refused_by_verdict(items, log=None) -> list:
+    """`plan --verdict`: the items, but those of `VERDICT_SOURCES` alone that the compile
+    verdict for the tables' hardware refuses (`measure.legality`, specialised as the
+    launch at the item's sizes): programs an env would never price, so no GPU time goes to
+    them. Returns the items kept."""
+    from argus_env.dsl.program import Program
+    from argus_env.measure.legality import Legality
+    from argus_env.target import load_target
+    from argus_env.task import get_task
+    target, legality, kept, refused = load_target(HARDWARE), {}, [], {}
+    try:
+        for it in items:
+            if not it.sources or not set(it.sources) <= set(VERDICT_SOURCES):
+                kept.append(it)
+                continue
+            task = get_task(it.task)
+            # asked for by name: compiled whatever ARGUS_LEGALITY says
+            leg = legality.get(task.name) or legality.setdefault(
+                task.name, Legality(task, target))
+            program = Program.from_text(it.program)
+            verdict = leg.verdict(program, sizes=task.program_sizes(program, it.sizes))
+            if verdict.ok:
+                kept.append(it)
+            else:
+                refused[it.task] = refused.get(it.task, 0) + 1
+    finally:
+        for leg in legality.values():
+            leg.close()
+    if log:
+        n = sum(refused.values())
+        log(f"compile verdict ({HARDWARE}): {n} program{'s' if n != 1 else ''} refused and "
+            f"left out ({', '.join(f'{t} {k}' for t, k in sorted(refused.items())) or 'none'})")
+    return kept
+
+
 def mark_held(items, log=None) -> int:
     """Set `held` on every item the table backend prices from a table (a recorded run,
     or a recorded failure), as an env in table mode would; returns how many."""
@@ -747,7 +787,7 @@ def git_commit() -> str:
 def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: int,
               records: list[Path], walk_shapes: str = "all", log=print,
               configs: list[str] = (), retime: list[str] = (), neighbours: list[str] = (),
-              neighbour_top: int = 1, neighbour_shapes=None) -> dict:
+              neighbour_top: int = 1, neighbour_shapes=None, verdict: bool = False) -> dict:
     """Everything to measure and to count: the header (the board's lines, settings) and
     the items, deduplicated."""
     from argus_env.bench.results import read_records
@@ -790,6 +830,9 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
         for it in walk_items(env_ids, eval_walks, walk_steps, seed + 1000, per_env, "heldout",
                              board_shapes, log):
             items.add(it)
+    if verdict:
+        kept = refused_by_verdict(list(items), log)
+        items.by_key = {it.key: it for it in kept}
     found = mark_held(items, log)
     log(f"{len(items)} distinct programs, {found} priced from the tables")
     header = {"kind": "plan", "created": _now(), "commit": git_commit(), "board": str(board),
@@ -798,6 +841,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
               "walk_shapes": walk_shapes, "records": [str(p) for p in records],
               "configs": list(configs), "retime": list(retime),
               "neighbours": list(neighbours), "neighbour_top": neighbour_top,
+              "verdict": verdict,
               "lines": [line_view(ln) for ln in lines]}
     return {"header": header, "items": list(items)}
 
@@ -1264,7 +1308,8 @@ def cmd_plan(args) -> int:
     plan = make_plan(args.board, args.walks, args.eval_walks, args.walk_steps, args.seed,
                      args.records, args.walk_shapes, configs=args.configs,
                      retime=args.retime, neighbours=args.neighbours,
-                     neighbour_top=args.neighbour_top, neighbour_shapes=args.neighbour_shapes)
+                     neighbour_top=args.neighbour_top, neighbour_shapes=args.neighbour_shapes,
+                     verdict=args.verdict)
     items = plan["items"]
     held = held_keys({i.task for i in items}, items)
     todo = select(items, held, {})
@@ -1696,6 +1741,10 @@ def main(argv=None) -> int:
                         "from the tables' --neighbour-top fastest programs (a round of local "
                         "search around the best known; the tables' hardware's mask)")
     p.add_argument("--neighbour-top", type=int, default=1)
+    p.add_argument("--verdict", action="store_true",
+                   help="leave out the configuration, neighbour and walk programs that the "
+                        "compile verdict for the tables' hardware refuses (CPU compiles; the "
+                        "board's kernels are timed whatever it says)")
     p.add_argument("--neighbour-shapes", nargs="*", default=None, metavar="SHAPE",
                    help="only these suite shapes for --neighbours")
     p.add_argument("--hardware", default=None,

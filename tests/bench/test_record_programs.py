@@ -613,3 +613,31 @@ def test_known_keeps_a_same_run_figure_only_for_the_same_program(tmp_path, monke
     assert got[(keep["env_id"], keep["shape"])]["live_frac_anchor"] == 0.5
     assert got[(change["env_id"], change["shape"])]["program_hash"] == change["program_hash"]
     assert got[(change["env_id"], change["shape"])].get("live_frac_anchor") != 0.25
+
+
+@pytest.mark.slow
+def test_the_verdict_leaves_out_programs_that_would_not_compile(monkeypatch):
+    """`plan --verdict`: a neighbour program that needs more shared memory than the H100
+    has (timed on the GPU, where it failed to compile) is left out; the same program as a
+    board kernel is kept (a board's kernels are timed whatever the verdict says), and a
+    program that compiles is kept."""
+    import gzip
+    monkeypatch.setattr(RP, "HARDWARE", "h100")
+    path = ROOT / "benchmarks/results/neighbours_h100/plan.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f][1:]
+    results = {json.loads(x)["program_hash"]: json.loads(x)
+               for x in (ROOT / "benchmarks/results/neighbours_h100/results.jsonl")
+               .read_text().splitlines()}
+    def item(row, sources):
+        return RP.Item(row["task"], row["env_id"], row["shape"], row["sizes"],
+                       row["program_hash"], row["program"], row["config"], row["summary"],
+                       sources)
+    moe = [r for r in rows if r["task"] == "moe" and r["shape"] == "mixtral-decode-16-skewed"
+           and r["program_hash"] in results]
+    bad = next(r for r in moe if "shared memory" in results[r["program_hash"]]["error"])
+    good = next(r for r in moe if results[r["program_hash"]]["ok"])
+    kept = RP.refused_by_verdict([item(bad, ["neighbours"]), item(bad, ["board"]),
+                                  item(good, ["neighbours"])])
+    assert [(i.program_hash, i.sources) for i in kept] == [
+        (bad["program_hash"], ["board"]), (good["program_hash"], ["neighbours"])]
