@@ -282,8 +282,9 @@ def held_keys(tasks, items=()) -> set:
 
 
 #: sources whose programs a plan may leave out when the compile verdict refuses them (the
-#: board's kernels, best knowns and retimed rows are timed whatever the verdict says)
-VERDICT_SOURCES = ("configs", "neighbours", "walk", "walk-board", "heldout")
+#: board's kernels, best knowns and retimed rows are timed whatever the verdict says, and
+#: the held-out walks stay the sample the model's error is measured on)
+VERDICT_SOURCES = ("configs", "neighbours", "walk", "walk-board")
 
 
 def refused_by_verdict(items, log=None) -> list:
@@ -793,6 +794,9 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     from argus_env.bench.results import read_records
     from argus_env.envs import ENV_IDS
     lines = board_lines(board) if str(board) != "none" else []
+    if str(board) == "none" and (eval_walks or (walks and walk_shapes == "board")):
+        raise SystemExit("--board none: there are no board shapes for --eval-walks or "
+                         "--walk-shapes board (walks go to every suite shape)")
     board_shapes = {(ln["env_id"], ln["shape"]) for ln in lines}
     per_env: dict = {}
     for env_id, shape in sorted(board_shapes):
@@ -815,6 +819,13 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
     for task_name in retime:
         for it in retime_items(task_name, board_shapes, log):
             items.add(it)
+    if neighbours and neighbour_shapes:
+        from argus_env.task import get_task
+        named = {c.name for t in neighbours for c in get_task(t).shapes}
+        unknown = sorted(set(neighbour_shapes) - named)
+        if unknown:
+            raise SystemExit(f"--neighbour-shapes: {', '.join(unknown)}: not a suite shape of "
+                             f"{', '.join(neighbours)}")
     for task_name in neighbours:
         for it in neighbour_items(task_name, neighbour_top, neighbour_shapes, log):
             items.add(it)
@@ -1654,6 +1665,9 @@ def cmd_append(args) -> int:
     board = plan_board(args.out)
     if board is not None:
         args.live_to = args.live_to or board.parent / f"live_{HARDWARE}.json"
+    elif args.live_to:
+        print(f"note: the plan was made without a board (--board none): no live figures "
+              f"to write to {args.live_to}")
     if live.exists() and args.live_to and board is not None:
         from argus_env.bench.live import read_live, write_live
         read_live(live)   # refuse a malformed file before it reaches the board

@@ -297,7 +297,7 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         if step is not None:
             reach_high.append(step)
             secs = ln.get("step_seconds") or []
-            if len(secs) >= step:
+            if secs and len(secs) == len(ln.get("trace") or []):   # the schema's rule
                 seconds_high.append(float(secs[step - 1]))
         trace, secs = ln.get("trace") or [], ln.get("step_seconds") or []
         if trace and len(secs) == len(trace):

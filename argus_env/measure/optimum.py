@@ -20,7 +20,9 @@ from .recorded import read_table_rows, table_paths
 
 @lru_cache(maxsize=16)
 def _best_by_shape(paths: tuple[str, ...], dims: tuple[str, ...], _stamp: tuple) -> dict:
-    rows, files, _ = read_table_rows(paths, dims)   # a program's last row, as priced
+    # a program's last row, as priced; a malformed row is left out with a warning rather
+    # than stopping every reset (pricing reads the tables strictly)
+    rows, files, _ = read_table_rows(paths, dims, strict=False)
     best: dict[tuple, dict] = {}
     for full, row in rows.items():
         key = full[:-1]

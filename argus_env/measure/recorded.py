@@ -31,14 +31,17 @@ def table_paths(task, hardware: str = "h200") -> list[Path]:
     return [p for p in [main, *sorted(main.parent.glob(f"table_*_{hardware}.csv"))] if p.exists()]
 
 
-def read_table_rows(paths, dims, snapshot: dict | None = None) -> tuple[dict, dict, dict]:
+def read_table_rows(paths, dims, snapshot: dict | None = None,
+                    strict: bool = True) -> tuple[dict, dict, dict]:
     """The rows of a task's table files (`table_paths`), keyed by the sizes along `dims`
     and the program hash: a program with several rows at a shape (timed again, e.g. after
     its anchor changed) is its last row, the one rule every reader of the tables follows.
     With a `snapshot` ({file name: rows}), only each file's first rows as it counts them
     (the tables grow by appending), and a file it names must exist and hold them.
     Returns (rows, files, counts): `files` names the file each kept row came from,
-    `counts` the rows read per file name."""
+    `counts` the rows read per file name. A row without its sizes or program hash is
+    refused by file and line; with `strict=False` it is left out with a warning instead
+    (a reader that must not stop an environment over one bad row: the best known)."""
     import csv
     rows, files, counts = {}, {}, {}
     for p in map(Path, paths):
@@ -52,8 +55,13 @@ def read_table_rows(paths, dims, snapshot: dict | None = None) -> tuple[dict, di
                 try:
                     key = tuple(int(r[d]) for d in dims) + (r["program_hash"],)
                 except (KeyError, TypeError, ValueError) as e:
-                    raise ValueError(f"{p}:{line}: a row without its sizes {list(dims)} "
-                                     f"and program_hash ({e!r})") from None
+                    why = (f"{p}:{line}: a row without its sizes {list(dims)} and "
+                           f"program_hash ({e!r})")
+                    if strict:
+                        raise ValueError(why) from None
+                    import warnings
+                    warnings.warn(f"{why}: left out", stacklevel=2)
+                    continue
                 rows[key], files[key] = r, p.name
         if limit is not None and n < limit:
             raise ValueError(f"{p}: {n} rows, but the table snapshot {snapshot} counts "

@@ -641,3 +641,14 @@ def test_the_verdict_leaves_out_programs_that_would_not_compile(monkeypatch):
                                   item(good, ["neighbours"])])
     assert [(i.program_hash, i.sources) for i in kept] == [
         (bad["program_hash"], ["board"]), (good["program_hash"], ["neighbours"])]
+
+
+def test_a_plan_without_a_board_refuses_what_needs_board_shapes(monkeypatch):
+    """`--board none` has no board shapes: held-out walks and board-shape walks are
+    refused rather than spread over every shape; a misspelt neighbour shape is named."""
+    monkeypatch.setattr(RP, "HARDWARE", "h100")
+    with pytest.raises(SystemExit, match="no board shapes"):
+        RP.make_plan(Path("none"), 0, 5, 10, 0, [], log=lambda *a: None)
+    with pytest.raises(SystemExit, match="llama70b-decode-25: not a suite shape"):
+        RP.make_plan(Path("none"), 0, 0, 10, 0, [], log=lambda *a: None,
+                     neighbours=["rmsnorm"], neighbour_shapes=["llama70b-decode-25"])

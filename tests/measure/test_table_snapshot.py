@@ -143,3 +143,21 @@ def test_a_row_without_its_sizes_is_named_by_file_and_line(tables):
         read_table_rows([tables], TASK.anchor_dims)
     with pytest.raises(ValueError, match="rmsnorm tables of h100"):
         TableBackend("h100").table(TASK)
+
+
+def test_the_best_known_leaves_a_bad_row_out_with_a_warning(tables, monkeypatch):
+    """A reset reads the best known at every shape in every mode: one malformed row of a
+    table warns and is left out there, while pricing from the same table refuses it."""
+    from argus_env.measure import optimum
+    from argus_env.measure.optimum import best_known
+    monkeypatch.setattr(optimum, "table_paths",
+                        lambda task, hw: TableBackend(hw)._paths(task)[1])
+    case = next(c for c in TASK.shapes if c.name == "llama70b-decode-256")
+    before = best_known(TASK, case.sizes, "h100")
+    with tables.open("a", newline="") as f:
+        f.write("broken-row\n")
+    with pytest.warns(UserWarning, match="left out"):
+        after = best_known(TASK, case.sizes, "h100")
+    assert after == before and after is not None
+    with pytest.raises(ValueError, match="a row without its sizes"):
+        TableBackend("h100").table(TASK)
