@@ -240,6 +240,11 @@ class Items:
         have.summary = have.summary or item.summary
         return have
 
+    def retain(self, kept) -> None:
+        """Keep only the items `kept` (those a filter let through)."""
+        keys = {it.key for it in kept}
+        self.by_key = {k: it for k, it in self.by_key.items() if k in keys}
+
     def __iter__(self):
         return iter(sorted(self.by_key.values(), key=lambda i: (i.priority, i.task, i.shape,
                                                                  i.program_hash)))
@@ -660,9 +665,9 @@ def config_items(names: list[str], board_shapes: set = frozenset(), log=None,
     return items
 
 
-def row_item(task, env_id: str, row: dict, source: str, recover) -> Item | None:
-    """A table row as an item: its configuration recovered as the task's program and
-    confirmed by the row's program hash (None where it is not)."""
+def row_config(task, row: dict, recover):
+    """(configuration, program, sizes) of a table row: its configuration recovered as the
+    task's program and confirmed by the row's program hash; None where it is not."""
     sizes = {d: int(row[d]) for d in task.size_names() if row.get(d, "") != ""}
     try:
         config = recover(row)
@@ -671,6 +676,15 @@ def row_item(task, env_id: str, row: dict, source: str, recover) -> Item | None:
         program = None
     if program is None or program.hash != row["program_hash"]:
         return None
+    return config, program, sizes
+
+
+def row_item(task, env_id: str, row: dict, source: str, recover) -> Item | None:
+    """A table row as an item (`row_config`; None where it is not recovered)."""
+    found = row_config(task, row, recover)
+    if found is None:
+        return None
+    _, program, sizes = found
     return Item(task.name, env_id, row["shape"], sizes, program.hash, program.text,
                 row.get("config", ""), row.get("summary", ""), [source], population=True)
 
@@ -701,11 +715,11 @@ def neighbour_items(task_name: str, top: int = 1, shapes=None, log=None) -> list
                         key=lambda r: -float(r["ratio"]))
         ctx, seen = {"sizes": dict(case.sizes), "target": target}, set()
         for row in ranked[:top]:
-            it = row_item(task, env_id, row, "neighbours", recover)
-            if it is None:
+            found = row_config(task, row, recover)
+            if found is None:
                 unrecovered += 1
                 continue
-            config = recover(row)
+            config = found[0]
             for name, value in space.legal(config, ctx):
                 new = space.apply(config, name, value, ctx)
                 if new in seen or space.config_reason(new, ctx) is not None:
@@ -842,8 +856,7 @@ def make_plan(board: Path, walks: int, eval_walks: int, walk_steps: int, seed: i
                              board_shapes, log):
             items.add(it)
     if verdict:
-        kept = refused_by_verdict(list(items), log)
-        items.by_key = {it.key: it for it in kept}
+        items.retain(refused_by_verdict(list(items), log))
     found = mark_held(items, log)
     log(f"{len(items)} distinct programs, {found} priced from the tables")
     header = {"kind": "plan", "created": _now(), "commit": git_commit(), "board": str(board),
@@ -1755,12 +1768,12 @@ def main(argv=None) -> int:
                         "from the tables' --neighbour-top fastest programs (a round of local "
                         "search around the best known; the tables' hardware's mask)")
     p.add_argument("--neighbour-top", type=int, default=1)
+    p.add_argument("--neighbour-shapes", nargs="*", default=None, metavar="SHAPE",
+                   help="only these suite shapes for --neighbours")
     p.add_argument("--verdict", action="store_true",
                    help="leave out the configuration, neighbour and walk programs that the "
                         "compile verdict for the tables' hardware refuses (CPU compiles; the "
                         "board's kernels are timed whatever it says)")
-    p.add_argument("--neighbour-shapes", nargs="*", default=None, metavar="SHAPE",
-                   help="only these suite shapes for --neighbours")
     p.add_argument("--hardware", default=None,
                    help="the tables the plan reads (held programs, --retime): default h200")
     p.add_argument("--compile-workers", type=int, default=12, help="for the estimate")

@@ -290,18 +290,18 @@ def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget
         e.episode_rows.append((ln["shape"], seed, submitted_frac(ln), fig))
         e.best_per_shape.setdefault(ln["shape"], []).append(float(ln["best_frac_anchor"]))
         by_seed.setdefault(seed, {})[ln["shape"]] = ln
-        step = first_reach(ln.get("trace") or [], REACH * best_known[ln["shape"]])
+        trace, secs = ln.get("trace") or [], ln.get("step_seconds") or []
+        timed = bool(trace) and len(secs) == len(trace)   # the schema's rule
+        if timed:
+            e.timed_traces.append(([float(t) for t in secs], [float(v) for _, v in trace]))
+        step = first_reach(trace, REACH * best_known[ln["shape"]])
         if step is not None:
             reach.append(step)
-        step = first_reach(ln.get("trace") or [], REACH_HIGH * best_known[ln["shape"]])
+        step = first_reach(trace, REACH_HIGH * best_known[ln["shape"]])
         if step is not None:
             reach_high.append(step)
-            secs = ln.get("step_seconds") or []
-            if secs and len(secs) == len(ln.get("trace") or []):   # the schema's rule
+            if timed:
                 seconds_high.append(float(secs[step - 1]))
-        trace, secs = ln.get("trace") or [], ln.get("step_seconds") or []
-        if trace and len(secs) == len(trace):
-            e.timed_traces.append(([float(t) for t in secs], [float(v) for _, v in trace]))
         e.from_table += ln.get("final_measured_by") == "table" and ln.get("submitted", False)
         e.env_steps += int(ln["env_steps"])
         e.invalid_rate += int(ln["invalid_actions"])

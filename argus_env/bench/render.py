@@ -37,8 +37,8 @@ HOW = ("Score: geometric mean over the track's shapes of the fraction of the tas
        "the verified agents, by its recorded score.")
 COLUMNS = ("rank", "agent", "live score", "live / best known", "recorded score",
            "recorded seeds min-max (std)", "best found", f"steps to {REACH:.0%}",
-           f"steps to {REACH_HIGH:.0%}", f"seconds to {REACH_HIGH:.0%}", "invalid / step", "violations / episode",
-           "from table", "verified", "episodes")
+           f"steps to {REACH_HIGH:.0%}", f"seconds to {REACH_HIGH:.0%}", "invalid / step",
+           "violations / episode", "from table", "verified", "episodes")
 
 
 def _live_cell(e: Entry) -> str:

@@ -9,7 +9,6 @@ GPU failure (compile error, wrong numbers) included. The table's key keeps the c
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import OrderedDict
 from pathlib import Path
@@ -23,7 +22,7 @@ from .features import KernelFeatures, extract
 from .correction import (DEFAULT_ESTIMATOR, TreeCorrection, check_estimator, correction_for,
                          fit_id,
                          structure)
-from .recorded import ConfigRecovery, expected_error, read_table_rows
+from .recorded import ConfigRecovery, expected_error, read_table_rows, table_paths
 from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
 
@@ -246,13 +245,11 @@ class TableBackend(Backend):
         self._tables: dict[str, dict] = {}
 
     def _paths(self, task) -> tuple[Path | None, list[Path]]:
+        """The main table (named whether or not it exists) and the files there are: the
+        main one, then any further recordings (`recorded.table_paths`)."""
         path = Path(task.anchors_file).parent / f"table_{self.hardware}.csv" \
             if getattr(task, "anchors_file", None) else None
-        # the main table, then any further ones (`table_<what>_<hardware>.csv`: a
-        # separate recording, e.g. attention's program-structure knobs)
-        paths = [path] + sorted(path.parent.glob(f"table_*_{self.hardware}.csv")) \
-            if path is not None else []
-        return path, [p for p in paths if p.exists()]
+        return path, table_paths(task, self.hardware)
 
     def table(self, task) -> dict:
         """(M, N, K, program hash) -> row, for the task's table on this GPU. Keyed by the
