@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 FLOOR = 0.01          # a zero score counts as this in a geometric mean
 REACH = 0.9           # "steps to 90% of the best known"
