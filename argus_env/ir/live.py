@@ -609,6 +609,11 @@ class _Work:
 
     def __init__(self, target: ir.For, limit: int):
         self.target, self.budget = target, limit
+        # what `holds` and `assigned` found for each statement of the kernel, by identity
+        # (the kernel holds them while this counter lives): an inner loop's body is run
+        # once per trip, and walking its tree again each trip was most of the cost
+        self._holds: dict[int, bool] = {}
+        self._assigned: dict[int, frozenset] = {}
 
     def run(self, stmts, ev) -> tuple[int, int]:
         self.trips = self.entries = 0
@@ -616,7 +621,16 @@ class _Work:
         return self.trips, self.entries
 
     def holds(self, s) -> bool:
-        return any(n is self.target for n in walk(s))
+        found = self._holds.get(id(s))
+        if found is None:
+            found = self._holds[id(s)] = any(n is self.target for n in walk(s))
+        return found
+
+    def assigned(self, s) -> frozenset:
+        found = self._assigned.get(id(s))
+        if found is None:
+            found = self._assigned[id(s)] = frozenset(_assigned([s]))
+        return found
 
     def point(self, ev, e) -> int:
         lo, hi = ev(e)
@@ -636,7 +650,7 @@ class _Work:
                     raise _Unknown()
                 self.trips += max(0, -(-(stop - start) // step))
                 self.entries += 1
-                for name in _assigned([s]):
+                for name in self.assigned(s):
                     ev.env[name] = UNKNOWN
             elif isinstance(s, ir.For) and self.holds(s):
                 if s.iter.fn != "range":
@@ -650,7 +664,7 @@ class _Work:
                         raise _Unknown()
                     ev.env[s.var] = (v, v)
                     self.block(s.body, ev)
-                for name in _assigned([s]):
+                for name in self.assigned(s):
                     ev.env[name] = UNKNOWN
             elif isinstance(s, ir.If) and self.holds(s):
                 cond = ev(s.cond)
@@ -661,7 +675,7 @@ class _Work:
                 else:
                     raise _Unknown()
             elif isinstance(s, (ir.For, ir.If)):
-                for name in _assigned([s]):
+                for name in self.assigned(s):
                     ev.env[name] = UNKNOWN
 class _StopAt(_Pruner):
     """The forward pass, remembering the interval of one loop's range on the way."""

@@ -82,3 +82,77 @@ def test_tile_terms_worked_out_in_python_fold_as_z3_does():
                 assert _truth(g) == z3.is_true(want), (t, vals, g, want)
             else:  # not folded (x has no value, or a division by zero): left to z3
                 assert isinstance(g, z3.ExprRef) and g.eq(want), (t, vals, g, want)
+
+
+def test_an_enumerated_instance_carries_its_integers_and_folds_as_z3_does():
+    """`tiles._Instance`: the integers an enumerated instance carries beside its z3 pairs
+    are the pairs' own values, and a term worked out from them (with the terms compiled
+    once, as `_judged` does) folds as z3 does; a variable that is not a constant takes
+    the instance off the Python path."""
+    from argus_env.check.symbolic.tiles import (_Instance, _extended, _int, _integer,
+                                                _simplified, _truth, _compiled)
+    a, b, c = z3.Ints("a b c")
+    terms = [a / b, a % b, (a + 3 * b) / 7 - c % 5, z3.If(a < b, a * c, b - c),
+             z3.And(a >= 0, z3.Or(b < 2, c != a)), -a / (b - 1)]
+    fns = [_compiled(t) for t in terms]
+    rng = random.Random(2)
+    for _ in range(200):
+        vals = [rng.randrange(-20, 21) for _ in range(3)]
+        inst = _extended(_extended(_Instance((), {}), [(a, vals[0])], True),
+                         [(b, vals[1]), (c, vals[2])], True)
+        assert inst.env == {v.get_id(): n for v, n in zip((a, b, c), vals)}
+        assert [(v.get_id(), x.as_long()) for v, x in inst] == \
+            [(v.get_id(), n) for v, n in zip((a, b, c), vals)]
+        got = _simplified(terms, inst, fns)
+        for t, g in zip(terms, got):
+            want = z3.simplify(z3.substitute(t, *list(inst)))
+            if z3.is_int_value(want):
+                assert _integer(g) == want.as_long() == _int(t, inst), (t, vals, g, want)
+            elif z3.is_true(want) or z3.is_false(want):
+                assert _truth(g) == z3.is_true(want), (t, vals, g, want)
+            else:  # a division by zero: left to z3
+                assert isinstance(g, z3.ExprRef) and g.eq(want), (t, vals, g, want)
+    assert _extended(_Instance((), {}), [(a + 1, 3)], False).env is None
+
+
+def test_reports_are_the_same_with_instances_enumerated_on_z3_terms_only(monkeypatch):
+    """The checker's verdicts do not depend on the integers an enumerated instance
+    carries: with every instance made a plain list of z3 pairs (the integers read back
+    from z3, as before they were carried), the reports on programs whose writes are
+    enumerated (persistent grids, a subtiled store, stream-K) are the same."""
+    import json
+
+    from argus_env.check import check_program
+    from argus_env.check.symbolic import tiles
+    from argus_env.dsl.program import Program
+    from argus_env.task import get_task
+    from tasks.gemm.space import GemmConfig, render
+
+    task = get_task("gemm")
+    sizes = {"M": 1000, "N": 1000, "K": 1000}
+    configs = [GemmConfig(128, 128, 64, 8, 3, tma=True, persistent=True, group_m=8),
+               GemmConfig(128, 256, 64, 8, 3, tma=True, persistent=True, subtile=2),
+               GemmConfig(64, 128, 64, 4, 4, tma=True, kmajor_b=True, stream_k=True)]
+    made = []
+    real = tiles._extended
+
+    def counted(*a):
+        made.append(1)
+        return real(*a)
+
+    def reports():
+        out = []
+        for c in configs:
+            program = task.bind(Program.from_text(render(c)), sizes)
+            r = check_program(program, sizes, task, num_sms=132).to_dict()
+            r.pop("milliseconds", None)
+            out.append(json.dumps(r, sort_keys=True, default=str))
+        return out
+
+    monkeypatch.setattr(tiles, "_extended", counted)
+    with_integers = reports()
+    assert made, "no write was enumerated: the test does not reach the path it checks"
+    monkeypatch.setattr(tiles, "_extended",
+                        lambda pairs, more, consts: list(pairs) + [(v, z3.IntVal(i))
+                                                                   for v, i in more])
+    assert reports() == with_integers

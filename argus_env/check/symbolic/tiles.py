@@ -31,8 +31,53 @@ LIMIT = 4096
 
 
 def _int(e, pairs) -> int | None:
+    env = getattr(pairs, "env", None)
+    f = _compiled(e) if env is not None else None
+    if f is not None:
+        try:
+            v = f(env)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        except _Unknown:
+            pass
     v = z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
     return v.as_long() if z3.is_int_value(v) else None
+
+
+class _Instance(list):
+    """One instance's substitution pairs (variable, z3 integer), with the same values as
+    Python integers by the variable's z3 id (`env`; None where a variable is not a
+    constant), so that a term worked out in Python (`_compiled`) need not read them back
+    from z3 at every instance."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, pairs=(), env: dict | None = None):
+        super().__init__(pairs)
+        self.env = env
+
+
+def _extended(pairs: _Instance, more: list, consts: bool) -> _Instance:
+    """`pairs` and the (variable, Python integer) pairs `more`, as an `_Instance`;
+    `consts`: whether every variable of `more` is a z3 constant."""
+    env = None
+    if pairs.env is not None and consts:
+        env = dict(pairs.env)
+        env.update((v.get_id(), i) for v, i in more)
+    return _Instance(list(pairs) + [(v, _intval(i)) for v, i in more], env)
+
+
+#: z3 integers by value, made once each (an enumeration names the same few thousands)
+_INTS: dict = {}
+
+
+def _intval(i: int):
+    v = _INTS.get(i)
+    if v is None:
+        if len(_INTS) > 65_536:
+            _INTS.clear()
+        v = _INTS[i] = z3.IntVal(i)
+    return v
 
 
 def _truth(v) -> bool | None:
@@ -152,22 +197,17 @@ def _source(e, memo) -> str:
     return src
 
 
-def _simplified(exprs, pairs) -> list:
+def _simplified(exprs, pairs, fns: list | None = None) -> list:
     """`exprs` with `pairs` substituted, each simplified, as z3 terms or, where every
     variable of one has its integer in `pairs`, as its Python value (`_compiled`: z3's
     arithmetic worked out in Python, which is what the simplifier would fold it to); the
     others by one substitution and one simplification for all of them (as arguments of
     one application, which the simplifier rewrites argument by argument, as it would each
-    alone)."""
-    env = {}
-    for var, value in pairs:
-        if not z3.is_const(var) or not z3.is_int_value(value):
-            env = None
-            break
-        env[var.get_id()] = value.as_long()
+    alone). `fns`: `_compiled` of each of `exprs`, where the caller already has them."""
+    env = _env_of(pairs)
     out, rest = [], []
     for i, e in enumerate(exprs):
-        f = _compiled(e) if env is not None else None
+        f = (_compiled(e) if fns is None else fns[i]) if env is not None else None
         try:
             out.append(f(env) if f is not None else _NO)
         except _Unknown:
@@ -178,6 +218,20 @@ def _simplified(exprs, pairs) -> list:
         for i, v in zip(rest, _z3_simplified([exprs[i] for i in rest], pairs)):
             out[i] = v
     return out
+
+
+def _env_of(pairs) -> dict | None:
+    """{variable id: integer} of `pairs`, or None where a variable is not a constant or a
+    value not an integer."""
+    env = getattr(pairs, "env", _NO)
+    if env is not _NO:
+        return env
+    env = {}
+    for var, value in pairs:
+        if not z3.is_const(var) or not z3.is_int_value(value):
+            return None
+        env[var.get_id()] = value.as_long()
+    return env
 
 
 def _z3_simplified(exprs, pairs) -> list:
@@ -195,13 +249,16 @@ def instances(ck, w, limit: int = LIMIT):
     with a grid-stride loop's linear index), or None when they cannot be enumerated."""
     if None in ck.grid or math.prod(max(n, 1) for n in ck.grid) > limit:
         return None
-    out = [[]]
+    out = [_Instance((), {})]
     for p, n in zip(ck.pids, ck.grid):
-        out = [pairs + [(p, z3.IntVal(i))] for pairs in out for i in range(max(n, 1))]
+        const = z3.is_const(p)
+        out = [_extended(pairs, [(p, i)], const) for pairs in out for i in range(max(n, 1))]
     for f in w.frames:
         if f.kind != "loop":
             continue
         grown = []
+        linear = f.value is not None and z3.is_const(f.value) and not f.value.eq(f.var)
+        const = z3.is_const(f.var) and (not linear or z3.is_const(f.value))
         for pairs in out:
             start, stop, step = (_int(x, pairs) for x in (f.start, f.stop, f.step))
             if None in (start, stop, step) or step <= 0:
@@ -210,10 +267,10 @@ def instances(ck, w, limit: int = LIMIT):
             if len(grown) + trips > limit:
                 return None
             for t in range(trips):
-                extra = [(f.var, z3.IntVal(t))]
-                if f.value is not None and z3.is_const(f.value) and not f.value.eq(f.var):
-                    extra.append((f.value, z3.IntVal(start + t * step)))  # linear index
-                grown.append(pairs + extra)
+                extra = [(f.var, t)]
+                if linear:
+                    extra.append((f.value, start + t * step))  # linear index
+                grown.append(_extended(pairs, extra, const))
             if len(grown) > limit:
                 return None
         out = grown
@@ -228,8 +285,9 @@ def _judged(ck, w, limit: int) -> list | None:
     if memo is not None and memo[0] >= limit:
         return memo[1] if memo[1] is None or len(memo[1]) <= limit else None
     insts = instances(ck, w, limit)
+    fns = [_compiled(e) for e in w.path] if insts is not None else None
     judged = None if insts is None else \
-        [(pairs, [_truth(v) for v in _simplified(w.path, pairs)]) for pairs in insts]
+        [(pairs, [_truth(v) for v in _simplified(w.path, pairs, fns)]) for pairs in insts]
     w._judged = (limit, judged)
     return judged
 
@@ -254,7 +312,13 @@ def origin_at(bases, pairs, w=None) -> tuple | None:
         hit = memo.get(key)
         if hit is not None and hit[0] is pairs:
             return hit[1]
-    o = tuple(_integer(v) for v in _simplified(bases, pairs))
+    fns = None
+    if memo is not None:  # the bases' compiled terms, once per write and bases
+        held = memo.get(key[0])  # (the terms kept: their ids are not reused)
+        if held is None:
+            held = memo[key[0]] = (tuple(bases), [_compiled(b) for b in bases])
+        fns = held[1]
+    o = tuple(_integer(v) for v in _simplified(bases, pairs, fns))
     o = None if None in o else o
     if memo is not None:
         memo[key] = (pairs, o, bases)  # the terms kept: their ids are not reused
