@@ -151,6 +151,11 @@ class _Encoder:
             return None
         a, b = _num(a, b), _num(b, a)
         if e.op in _CMP:
+            if z3.is_real(a) or z3.is_real(b):
+                # compared in floating point: the GPU rounds in float32 (a literal, a size
+                # converted past 2**24, every product), which real arithmetic does not
+                # follow (`M * 1.00000001 > M` holds over the reals, never in float32)
+                return None
             return self._note(e, _CMP[e.op](a, b), a, b)
         if e.op in ("&", "|", "^") and z3.is_bool(a) and z3.is_bool(b):
             return {"&": z3.And, "|": z3.Or, "^": z3.Xor}[e.op](a, b)
@@ -190,6 +195,8 @@ class _Encoder:
             if a is None or b is None:
                 return None
             a, b = _num(_arith(a), b), _num(_arith(b), a)
+            if z3.is_real(a) or z3.is_real(b):
+                return None  # which side is taken, decided in float32: not followed
             le = self._note(e, a <= b, a, b)
             return z3.If(le, a, b) if e.fn == "minimum" else z3.If(le, b, a)
         if e.fn == "num_programs":

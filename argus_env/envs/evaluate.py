@@ -619,7 +619,9 @@ def regime_shapes(task, program: Program, sizes: dict, shapes: list[dict],
     if opaque is not None:
         raise CheckUnsupported(f"the program computes `{opaque.text}` from the problem sizes "
                                f"in a way whose size regimes cannot be followed (a bit "
-                               f"operation, a math function or a rounding cast of a size), so "
+                               f"operation, a math function, a rounding cast of a size or a "
+                               f"comparison made in floating point, which the GPU decides in "
+                               f"float32), so "
                                f"its numerics at reduced shapes need not hold at the episode's "
                                f"sizes: the program is refused", opaque.line)
     if sms is None:

@@ -71,6 +71,13 @@ def _div(a, b, ceil=False):
     return (lo, hi)
 
 
+def _floating(a) -> bool:
+    """Whether interval `a` holds a float (not only integers and the unbounded ends): the
+    value of float arithmetic, which the GPU does in float32 (its literal 1.00000001 is
+    1.0) and this evaluation in Python's float64."""
+    return any(isinstance(x, float) and not math.isinf(x) for x in a)
+
+
 def _cmp(op, a, b):
     """(0, 0) or (1, 1) when the comparison is decided, else (0, 1)."""
     lt_sure, ge_sure = a[1] < b[0], a[0] >= b[1]
@@ -128,6 +135,8 @@ class _Eval:
                 return (0, b[0] - 1) if a[0] >= 0 and b[0] == b[1] and 0 < b[0] < INF \
                     else UNKNOWN
             if e.op in ("<", "<=", ">", ">=", "==", "!="):
+                if _floating(a) or _floating(b):
+                    return (0, 1)  # the GPU compares floats in float32: not decided here
                 return _cmp(e.op, a, b)
             if e.op in ("and", "&") and {a, b} <= {(0, 0), (1, 1), (0, 1)}:
                 return (min(a[0], b[0]), min(a[1], b[1]))

@@ -310,6 +310,34 @@ def test_a_branch_on_a_non_negative_remainder_is_still_decided():
         live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
 
 
+@pytest.mark.parametrize("cond", ["M * 1.00000001 > M", "M + 0.00000001 > M",
+                                  "M * 1.0 + 0.00000001 > M"])
+def test_a_branch_on_a_float_comparison_is_not_decided_in_float64(cond):
+    """`M * 1.00000001 > M` holds in Python's float64 and never in float32, where the GPU
+    (and Triton's interpreter) decides it: the literal is 1.0f. The live-program analysis
+    decided it the float64 way, so the table priced the branch the GPU never runs. Now
+    such a branch is left undecided (the program is priced with both branches, above the
+    fast one alone), and the size regimes refuse it (`check.regimes`): the numerics at
+    reduced shapes cannot be shown to run the branch the real size runs."""
+    from argus_env.check.regimes import conditions
+    from argus_env.ir.live import live_key
+    base = GEMM.program("baseline")
+    gamed = Program.from_text(_branches_on(cond, "acc)", "acc, mma=A.fma)"))
+    bound = GEMM.bind(gamed, SQUARE)
+    assert live_key(bound, SQUARE, H200.sms) != live_key(GEMM.bind(base, SQUARE), SQUARE, H200.sms)
+    assert _table_hit(gamed, SQUARE).ms > 1.5 * _table_hit(base, SQUARE).ms
+    opaque = [c for c in conditions(bound.kernel) if c.opaque]
+    assert any(c.text.endswith("> M") for c in opaque), \
+        [c.text for c in conditions(bound.kernel)]
+
+
+def test_an_integer_size_test_is_still_followed_by_the_regimes():
+    from argus_env.check.regimes import conditions
+    gamed = Program.from_text(_branches_on("M * 2 > M + 4096", "acc)", "acc, mma=A.fma)"))
+    found = conditions(GEMM.bind(gamed, SQUARE).kernel)
+    assert found and not any(c.opaque for c in found)
+
+
 def _split_key_loop(text: str) -> str:
     """The baseline's key loop as two loops over halves of the keys: the same work, two
     innermost loops holding dots, no bound that follows the causal diagonal."""

@@ -88,6 +88,12 @@ OPAQUE = {
                             "acc * f"),
     "bit-and": scaled("    f = A.cast(1 + (M & 4096), A.f32)\n", "acc * f"),
     "exp": scaled("    f = A.exp(A.cast(M, A.f32) * -0.01)\n", "acc * (1.0 + f)"),
+    # compared in floating point: true over the reals (and in float64), false in float32
+    # wherever the GPU and the interpreter decide it (1.00000001 is 1.0f)
+    "float-compare": scaled("    f = A.where(M * 1.00000001 > M, 1.0, 2.0)\n", "acc * f"),
+    "float-if": scaled("    if M * 1.00000001 > M:\n        f = 1.0\n    else:\n        f = 2.0\n",
+                       "acc * f"),
+    "float-clamp": scaled("    f = A.minimum(M * 1.00000001, M + 0.5) - M\n", "acc * f"),
 }
 
 
@@ -167,7 +173,7 @@ def test_threshold_hacks_earn_nothing_in_the_environment(env, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["sqrt", "bit-and"])
+@pytest.mark.parametrize("name", ["sqrt", "bit-and", "float-if"])
 def test_opaque_size_values_are_refused_in_the_environment(env, name):
     env.reset(seed=0, options={"shape": "square-4096"})
     _, reward, _, _, info = env.step(OPAQUE[name])
