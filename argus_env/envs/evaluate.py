@@ -85,6 +85,10 @@ class EvaluationError(RuntimeError):
                          f"program): {type(exc).__name__}: {str(exc)[:300]}")
 
 
+#: new programs the "adaptive" compile policy looks back on (`Evaluator.compile_early`)
+ADAPTIVE_WINDOW = 8
+
+
 class Evaluator:
     """Evaluates programs for one task on one target, remembering the answers in one
     least-recently-used cache of `cache_size` entries.
@@ -129,15 +133,18 @@ class Evaluator:
         # compile verdicts for the target before any pricing (`measure.legality`)
         from ..measure.legality import make_legality
         self.legality = make_legality(task, self.target, legality)
-        # whether a new program's compile starts beside its invariant check (True, the
-        # default), once the check has proven it (False: no compile for a program that
-        # violates), or beside the check when a core is idle ("auto"); never queued behind
-        # a compile still running (one started beside the check of a program that
-        # violated). The compile is the longest stage of a new program: on 2 cores
-        # (benchmarks/env_speed.py, 40 uncached steps per task) starting it early took the
-        # median step from 480 to 388 ms on GEMM, 1128 to 964 on MoE and 322 to 283 on
-        # RMSNorm; attention, where most steps violate, stayed at 78-80 ms
-        self.compile_early = True
+        # whether a new program's compile starts beside its invariant check (True), once
+        # the check has proven it (False: no compile for a program that violates), beside
+        # the check when a core is idle ("auto"), or while most of the last new programs
+        # were proven ("adaptive", the default); never queued behind a compile still
+        # running (one started beside the check of a program that violated). The compile
+        # is the longest stage of a new program: on 2 cores (benchmarks/env_speed.py, 40
+        # uncached steps per task) starting it early took the median step from 480 to 388
+        # ms on GEMM, 1128 to 964 on MoE and 322 to 283 on RMSNorm, where every program
+        # was proven; on attention, where 27 of 40 violated, the compiles of refuted
+        # programs took a core from the next checks (p90 1,000 -> 1,400 ms)
+        self.compile_early = "adaptive"
+        self._proven: list[bool] = []   # the last ADAPTIVE_WINDOW new programs: proven?
         if self.legality is not None:
             self.legality.prestart()
         if correctness == "interpreter":
@@ -267,6 +274,7 @@ class Evaluator:
             raise EvaluationError("invariant checker", e) from e
         ev = Evaluation(program, report, timings={"check": time.perf_counter() - t0},
                         analysis=an)
+        self._proven = (self._proven + [bool(report.ok)])[-ADAPTIVE_WINDOW:]
         if spec is not None:
             ev.timings["numerics_start"] = t0 - ts
             if report.ok:
@@ -379,6 +387,9 @@ class Evaluator:
     def _compile_early(self) -> bool:
         """Whether this step's compile starts beside its check (`compile_early`)."""
         early = getattr(self, "compile_early", False)
+        if early == "adaptive":
+            seen = getattr(self, "_proven", [])
+            return 2 * sum(seen) >= len(seen)
         if early != "auto":
             return bool(early)
         cores = os.cpu_count() or 1

@@ -70,3 +70,25 @@ def test_auto_overlaps_only_with_a_core_to_spare(monkeypatch, load, expect):
     assert ev._overlap() is False
     assert Evaluator(TASK, ModelBackend("h200"), correctness="none", legality=False,
                      worker=object()).speculate is False
+
+
+def test_the_compile_starts_beside_the_check_while_most_new_programs_are_proven():
+    """`compile_early="adaptive"` (the default): the compile of a new program starts beside
+    its check while at least half of the last new programs were proven, and after the
+    check once most of them violated (a refuted program's compile would only take a core
+    from the next check)."""
+    text = TASK.program("baseline").text
+    bad = Program.from_text(text.replace(STORE, "A.store(c[rows, cols], A.cast(acc, A.bf16))"))
+    ev = Evaluator(TASK, ModelBackend("h200"), correctness="none", legality=False)
+    try:
+        assert ev.compile_early == "adaptive" and ev._compile_early()
+        for m in (100, 101, 102):
+            assert not ev.evaluate(bad, {**SIZES, "M": m}).report.ok
+        assert not ev._compile_early()
+        for m in (100, 101, 102, 103):
+            assert ev.evaluate(TASK.program("baseline"), {**SIZES, "M": m}).report.ok
+        assert ev._compile_early()
+        ev.compile_early = False
+        assert not ev._compile_early()
+    finally:
+        ev.close()
