@@ -127,9 +127,11 @@ class SubmitBonus(Reward):
     def update(self, event: StepEvent) -> float:
         if event.kind != "submit":
             return 0.0
-        if not event.measured or not event.throughput or not event.anchor:
+        t, anchor = event.throughput, event.anchor
+        if not (event.measured and t and anchor and math.isfinite(t) and math.isfinite(anchor)
+                and t > 0 and anchor > 0):  # a NaN anchor (a row without one) is none
             return -self.unmeasured + min(0.0, self.start or 0.0)
-        return self.weight * math.log(event.throughput / event.anchor)
+        return self.weight * math.log(t / anchor)
 
 
 TERMS = {cls.name: cls for cls in (ThroughputGain, ViolationPenalty, FailurePenalty, SubmitBonus)}
