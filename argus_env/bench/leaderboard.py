@@ -21,10 +21,12 @@ Figures, per (env, track, budget) and agent:
   are not ranked above agents that played every episode. The spread is the min and max (and std) over seeds of
   the per-seed geometric means.
 - **best found**: the same mean over the best kernel the agent measured at any step.
-- **best known** per shape: the best program known on the board's GPU, where a live file
-  joined to the board gives it (the fastest correct program of that GPU's tables when the
-  live figures were written: a measurement, `live.LiveFigures.best_known`); otherwise the
-  best fraction any episode of the results reached on that shape (then said so).
+- **best known** per shape: the best program known on the board's GPU: where a live file
+  joined to the board gives it, the fastest correct program of that GPU's tables when the
+  live figures were written (`live.LiveFigures.best_known`); else that of the tables as
+  they are when the board is written (`measure.optimum.best_known`); both measurements.
+  Only where the tables never measured the shape, the best fraction any episode of the
+  results reached there (then said so).
 - **steps to 90% / 95%**: the first env step at which the agent's best-so-far trace
   reaches 90% (95%) of the best known; median over the episodes that get there, with
   their count. The trace holds the episode's own figures (table measurements and, for
@@ -213,7 +215,8 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     measure, hardware, estimator = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
-    known_from = {s: live.best_known(hardware, env_id, s) if live else None for s in shapes}
+    known_from = {s: (live.best_known(hardware, env_id, s) if live else None) or
+                  _table_known(lines, s, hardware) for s in shapes}
     for s, known in known_from.items():
         if known:
             best_known[s] = float(known["frac_anchor"])
@@ -265,6 +268,36 @@ def live_figure(line: dict, live) -> dict | None:
     if not line.get("submitted") or not line.get("submitted_program_hash"):
         return {"ok": False, "status": "nothing submitted", "frac_anchor": 0.0}
     return live.of(line)
+
+
+def _table_known(lines: list[dict], shape: str, hardware: str) -> dict | None:
+    """The fastest correct program of `hardware`'s GPU tables at `shape`
+    (`measure.optimum.best_known`: a GPU measurement), named as a live file names its best
+    known, where no live file gives one; None where the tables never measured the shape.
+    A board's episodes alone (the best any of them reached, estimates included) are the
+    best known only then: an agent that never left the baseline would otherwise be at
+    100% of the best known from its first step."""
+    from pathlib import Path
+
+    from ..measure.optimum import best_known
+    from ..task import get_task
+    line = next(ln for ln in lines if ln["shape"] == shape)
+    try:
+        task = get_task(line["task"])
+    except (KeyError, ValueError):
+        return None
+    found = best_known(task, line.get("sizes") or {}, hardware)
+    if not found:
+        return None
+    recorded = found.get("date") or found.get("recorded", "")
+    try:  # a row without its date: its Unix timestamp, as a date
+        import datetime
+        recorded = datetime.datetime.fromtimestamp(float(recorded), datetime.timezone.utc) \
+            .isoformat(timespec="seconds")
+    except (TypeError, ValueError, OverflowError, OSError):
+        pass
+    return {**found, "env_id": line["env_id"], "table": Path(found["table"]).name,
+            "recorded": recorded}
 
 
 def _entry(agent: str, lines: list[dict], shapes: list, best_known: dict, budget: int,

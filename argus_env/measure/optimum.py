@@ -40,6 +40,7 @@ def _best_by_shape(paths: tuple[str, ...], dims: tuple[str, ...], _stamp: tuple)
                          "program_hash": row.get("program_hash", ""),
                          "config": row.get("summary") or row.get("config", ""),
                          "table": files[full], "recorded": row.get("timestamp", ""),
+                         "date": row.get("date", ""),
                          "shape": row.get("shape", "")}
     return best
 

@@ -127,9 +127,12 @@ def test_the_recorded_score_is_shown_beside_the_live_one(tmp_path):
     page = render.html([b], [])
     assert "Ranked by the live score" in text and "live_h200.json" in text
     for e in b.entries:
-        cells = f"| {e.rank} | {e.agent} | {e.live_score:.3f} | - | {e.score:.3f} |"
+        # the live file names no best known: the tables' own stands (a GPU figure)
+        assert e.live_regret is not None
+        cells = f"| {e.rank} | {e.agent} | {e.live_score:.3f} | {e.live_regret:.3f} | {e.score:.3f} |"
         assert cells in text, cells
-        assert f"<td>{e.live_score:.3f}</td><td>-</td><td>{e.score:.3f}</td>" in page
+        assert (f"<td>{e.live_score:.3f}</td><td>{e.live_regret:.3f}</td>"
+                f"<td>{e.score:.3f}</td>") in page
     for ln in lines:   # every episode line: recorded and live side by side
         assert (f"| {ln['agent']} | {ln['shape']} | {ln['seed']} | "
                 f"{ln['final_frac_anchor']:.3f} | {0.5 * ln['final_frac_anchor']:.3f} | ok |") in text
@@ -225,11 +228,25 @@ def one_figure_per_kernel(lines: list[dict], frac: float) -> list[dict]:
 def test_a_best_known_from_the_gpu_tables_replaces_the_best_episode(tmp_path):
     """A live file's best known (the fastest correct program of the GPU's tables) is what
     the board measures regret and steps to 90%/95% against, and the live score is set
-    against it; without one the best episode stands in, and the board says which."""
+    against it; without one the tables' own best known stands in (a GPU measurement), and
+    only at a shape the tables never measured the best episode, the board saying which."""
+    from argus_env.measure.optimum import best_known
+    from argus_env.task import get_task
     lines = board_lines()
     (plain,) = L.build(lines)
-    assert not plain.known_from or not any(plain.known_from.values())
-    assert "(best episode)" in render.markdown([plain], [])
+    for s in plain.shapes:
+        line = next(ln for ln in lines if ln["shape"] == s)
+        table = best_known(get_task(line["task"]), line["sizes"], "h200")
+        assert table and plain.known_from[s]["program_hash"] == table["program_hash"]
+        assert plain.best_known[s] == table["frac_anchor"]
+    assert "(best episode)" not in render.markdown([plain], [])
+    assert "(GPU: table_h200.csv, 2026-12-0" in render.markdown([plain], [])
+    # an agent that never leaves the baseline is not at 100% of the best known at step 1
+    unmeasured = [{**ln, "shape": "unmeasured", "sizes": {"M": 1001, "N": 1003, "K": 1005}}
+                  for ln in lines]
+    (alone,) = L.build(unmeasured)
+    assert not any(alone.known_from.values())
+    assert "(best episode)" in render.markdown([alone], [])
     figs = one_figure_per_kernel(lines, 0.5)
     shapes = sorted({ln["shape"] for ln in lines})
     known = [{"env_id": lines[0]["env_id"], "shape": s, "frac_anchor": 2.0,
