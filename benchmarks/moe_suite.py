@@ -283,7 +283,7 @@ def main(argv=None) -> int:
                 res = measure(program, task, sizes, args.interpret, args.rounds, args.rep_ms)
                 if res.get("ok") and device == "cuda":
                     from argus_env import lower
-                    res.update(time_against_fused(task, sizes, config, lower.load(program),
+                    res.update(time_against_fused(task, sizes, config, lower.load(program, interpret=False),
                                                   program, args.rounds, args.rep_ms))
                 elif res.get("ok"):
                     res.update(interpreted_vs_fused(program, task, sizes, config))
