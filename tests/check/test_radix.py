@@ -126,7 +126,7 @@ def test_reports_are_the_same_with_instances_enumerated_on_z3_terms_only(monkeyp
     from argus_env.check.symbolic import tiles
     from argus_env.dsl.program import Program
     from argus_env.task import get_task
-    from tasks.gemm.space import GemmConfig, render
+    from argus_env.tasks.gemm.space import GemmConfig, render
 
     task = get_task("gemm")
     sizes = {"M": 1000, "N": 1000, "K": 1000}
