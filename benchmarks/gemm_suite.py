@@ -29,6 +29,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_programs import namespace  # noqa: E402
+
+namespace()  # argus_env.tasks from a checkout that is not installed (a GPU machine)
 
 
 def bench_pair(candidate, anchor, rounds: int, rep_ms: int):

@@ -35,6 +35,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_programs import namespace  # noqa: E402
+
+namespace()  # argus_env.tasks from a checkout that is not installed (a GPU machine)
 
 #: tiny shapes for --smoke (balanced and skewed routing; experts without tokens)
 SMOKE = [("smoke-balanced", {"T": 24, "D": 96, "F": 80, "E": 4, "TOPK": 2, "SKEW": 0}),

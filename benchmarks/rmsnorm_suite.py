@@ -30,6 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_programs import namespace  # noqa: E402
+
+namespace()  # argus_env.tasks from a checkout that is not installed (a GPU machine)
 
 
 def _tasks_package() -> None:
