@@ -116,22 +116,24 @@ class SubmitBonus(Reward):
         self.unmeasured = float(unmeasured)
         self.start: float | None = None   # the starting program's bonus, where measured
 
+    def _bonus(self, measured, t, anchor) -> float | None:
+        """weight * log(t / anchor), or None where the figures are no measurement (a NaN,
+        infinite or non-positive throughput or library figure: a row without an anchor)."""
+        ok = bool(measured) and t and anchor and math.isfinite(t) and math.isfinite(anchor) \
+            and t > 0 and anchor > 0
+        return self.weight * math.log(t / anchor) if ok else None
+
     def reset(self, state: Any = None) -> None:
         ev = getattr(state, "evaluation", None)
         m = getattr(ev, "measurement", None)
-        t, anchor = getattr(ev, "throughput", None), getattr(m, "anchor_tflops", None)
-        ok = bool(getattr(ev, "measured", False)) and t and anchor and \
-            math.isfinite(t) and math.isfinite(anchor) and t > 0 and anchor > 0
-        self.start = self.weight * math.log(t / anchor) if ok else None
+        self.start = self._bonus(getattr(ev, "measured", False), getattr(ev, "throughput", None),
+                                 getattr(m, "anchor_tflops", None))
 
     def update(self, event: StepEvent) -> float:
         if event.kind != "submit":
             return 0.0
-        t, anchor = event.throughput, event.anchor
-        if not (event.measured and t and anchor and math.isfinite(t) and math.isfinite(anchor)
-                and t > 0 and anchor > 0):  # a NaN anchor (a row without one) is none
-            return -self.unmeasured + min(0.0, self.start or 0.0)
-        return self.weight * math.log(t / anchor)
+        bonus = self._bonus(event.measured, event.throughput, event.anchor)
+        return -self.unmeasured + min(0.0, self.start or 0.0) if bonus is None else bonus
 
 
 TERMS = {cls.name: cls for cls in (ThroughputGain, ViolationPenalty, FailurePenalty, SubmitBonus)}

@@ -49,9 +49,11 @@ Figures, per (env, track, budget) and agent:
 
 from __future__ import annotations
 
+import datetime
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 FLOOR = 0.01          # a zero score counts as this in a geometric mean
 REACH = 0.9           # "steps to 90% of the best known"
@@ -277,8 +279,6 @@ def _table_known(lines: list[dict], shape: str, hardware: str) -> dict | None:
     A board's episodes alone (the best any of them reached, estimates included) are the
     best known only then: an agent that never left the baseline would otherwise be at
     100% of the best known from its first step."""
-    from pathlib import Path
-
     from ..measure.optimum import best_known
     from ..task import get_task
     line = next(ln for ln in lines if ln["shape"] == shape)
@@ -291,7 +291,6 @@ def _table_known(lines: list[dict], shape: str, hardware: str) -> dict | None:
         return None
     recorded = found.get("date") or found.get("recorded", "")
     try:  # a row without its date: its Unix timestamp, as a date
-        import datetime
         recorded = datetime.datetime.fromtimestamp(float(recorded), datetime.timezone.utc) \
             .isoformat(timespec="seconds")
     except (TypeError, ValueError, OverflowError, OSError):

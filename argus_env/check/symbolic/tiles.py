@@ -31,17 +31,7 @@ LIMIT = 4096
 
 
 def _int(e, pairs) -> int | None:
-    env = getattr(pairs, "env", None)
-    f = _compiled(e) if env is not None else None
-    if f is not None:
-        try:
-            v = f(env)
-            if isinstance(v, int) and not isinstance(v, bool):
-                return v
-        except _Unknown:
-            pass
-    v = z3.simplify(z3.substitute(e, *pairs)) if pairs else z3.simplify(e)
-    return v.as_long() if z3.is_int_value(v) else None
+    return _integer(_simplified([e], pairs)[0])
 
 
 class _Instance(list):
@@ -314,9 +304,10 @@ def origin_at(bases, pairs, w=None) -> tuple | None:
             return hit[1]
     fns = None
     if memo is not None:  # the bases' compiled terms, once per write and bases
-        held = memo.get(key[0])  # (the terms kept: their ids are not reused)
+        compiled = w.__dict__.setdefault("_origin_fns", {})
+        held = compiled.get(key[0])  # (the terms kept: their ids are not reused)
         if held is None:
-            held = memo[key[0]] = (tuple(bases), [_compiled(b) for b in bases])
+            held = compiled[key[0]] = (tuple(bases), [_compiled(b) for b in bases])
         fns = held[1]
     o = tuple(_integer(v) for v in _simplified(bases, pairs, fns))
     o = None if None in o else o
