@@ -80,6 +80,32 @@ def measure(program, task, sizes: dict, interpret: bool, rounds: int, rep_ms: in
     return out
 
 
+def catalog_variants(task, sizes: dict) -> dict:
+    """Catalog-reachable configurations worth timing at this shape, by name (`--catalog`):
+    the fused persistent program at the block sizes prefill (many rows per expert) and
+    decode (few) want, with the grouped tile order and the wider down projection. Each is
+    reachable from the baseline through the env's actions (the space checks it)."""
+    from dataclasses import replace
+    space_mod = __import__(type(task.space).__module__, fromlist=["EXPERT"])
+    ex = space_mod.EXPERT
+    rows = sizes["T"] * sizes["TOPK"] / sizes["E"]
+    if rows >= 128:
+        out = {"bm128": replace(ex, block_m=128),
+               "bm128-g8": replace(ex, block_m=128, group_m=8),
+               "bm128-g8-dn256": replace(ex, block_m=128, group_m=8, down_n=256),
+               "bm128-g16-dn256": replace(ex, block_m=128, group_m=16, down_n=256),
+               "bm128-g8-dn256-grid": replace(ex, block_m=128, group_m=8, down_n=256,
+                                              persistent=False)}
+    else:
+        out = {"bm16-k128": replace(ex, block_m=16, block_k=128, num_warps=4),
+               "bm16-k128-dn256": replace(ex, block_m=16, block_k=128, num_warps=4, down_n=256),
+               "bm32-s4": replace(ex, block_m=32, num_warps=4, stages=4),
+               "bm64-dn256": replace(ex, down_n=256),
+               "bm64-g8": replace(ex, group_m=8)}
+    ctx = {"sizes": sizes}
+    return {n: c for n, c in out.items() if task.space.hardware_reason(c, ctx) is None}
+
+
 def fused_module(task):
     """`tasks/moe/fused_anchor.py`, imported beside the task's own modules."""
     import importlib
@@ -216,14 +242,19 @@ def print_table(results: dict) -> None:
                   f"{f(tf, 11, 0)}")
         return
     print(f"{'shape':<34}{'routing ms':>11}{'torch ms':>10}{'fused ms':>10}{'base ms':>9}"
-          f"{'exp ms':>9}{'base/torch':>11}{'exp/torch':>10}{'exp/fused':>10}{'exp TF/s':>9}")
+          f"{'exp ms':>9}{'base/torch':>11}{'exp/torch':>10}{'exp/fused':>10}{'exp TF/s':>9}"
+          f"{'best cat/fused':>15}  best catalog")
     for name, row in results["shapes"].items():
         b, e = row["programs"]["baseline"], row["programs"]["expert"]
+        cats = [(n[8:], r) for n, r in row["programs"].items()
+                if n.startswith("catalog:") and isinstance(r.get("fused_ratio"), float)]
+        cat = max(cats, key=lambda x: x[1]["fused_ratio"], default=None)
         anchor = e.get("anchor_ms") or b.get("anchor_ms") or float("nan")
         fused = e.get("fused_anchor_ms") or b.get("fused_anchor_ms")
         print(f"{name:<34}{f(row['routing_ms'], 11)}{f(anchor, 10)}{f(fused, 10)}"
               f"{f(b.get('ms'), 9)}{f(e.get('ms'), 9)}{f(b.get('ratio'), 11)}"
-              f"{f(e.get('ratio'), 10)}{f(e.get('fused_ratio'), 10)}{f(e.get('tflops'), 9, 0)}")
+              f"{f(e.get('ratio'), 10)}{f(e.get('fused_ratio'), 10)}{f(e.get('tflops'), 9, 0)}"
+              f"{f(cat[1].get('fused_ratio') if cat else None, 15)}  {cat[0] if cat else '-'}")
 
 
 def main(argv=None) -> int:
@@ -243,6 +274,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fused-configs", type=Path,
                     help="JSON cache of tuned configurations, read and extended (default "
                          "$OUT/fused_moe_configs.json, else benchmarks/results/...)")
+    ap.add_argument("--catalog", action="store_true",
+                    help="also time catalog-reachable configurations per shape "
+                         "(catalog_variants) against both anchors")
     ap.add_argument("--tune-rep-ms", type=int, default=10,
                     help="do_bench rep per tuning candidate")
     args = ap.parse_args(argv)
@@ -281,8 +315,12 @@ def main(argv=None) -> int:
                 row["anchors"] = interpreted_anchors(task, sizes, config)
             print(json.dumps({"shape": name, "fused_ok": row["fused_ok"], **row["anchors"]}),
                   flush=True)
-        for which in () if args.anchors_only else ("baseline", "expert"):
-            program = task.bind(task.program(which), sizes)
+        programs = {} if args.anchors_only else {w: task.program(w) for w in ("baseline", "expert")}
+        if args.catalog and not args.anchors_only:
+            programs.update({f"catalog:{n}": task.space.program(c)
+                             for n, c in catalog_variants(task, sizes).items()})
+        for which, base in programs.items():
+            program = task.bind(base, sizes)
             try:
                 res = measure(program, task, sizes, args.interpret, args.rounds, args.rep_ms)
                 if res.get("ok") and device == "cuda":
@@ -293,7 +331,9 @@ def main(argv=None) -> int:
                     res.update(interpreted_vs_fused(program, task, sizes, config))
             except Exception as e:  # a failing program is a result
                 res = {"ok": False, "status": "error", "message": f"{type(e).__name__}: {e}"[:300]}
-            row["programs"][which] = {k: res.get(k) for k in (
+            if which.startswith("catalog:"):
+                res["summary"] = program.kernel.doc
+            row["programs"][which] = {k: res.get(k) for k in ("summary",
                 "ok", "correct", "status", "message", "ms", "tflops", "anchor_ms",
                 "anchor_tflops", "ratio", "max_rel_err", "interpreter", "ms_vs_fused",
                 "fused_anchor_ms", "fused_ratio", "timing", "fused_timing")}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
-from argus_env.ir.live import live_program, persistent_loop
+from argus_env.ir.live import feeds_index, live_program, persistent_loop
 from argus_env.ir.rewrite import walk
 from argus_env.measure.features import KernelFeatures
 from argus_env.measure.model import estimate as gemm_estimate
@@ -68,6 +68,8 @@ class Config:
     atomic: bool
     persistent: bool
     tma: bool
+    bn_down: int = 0       # the down projection's BN (0: bn)
+    group_m: int = 1       # grouped tile order (1: row-major)
 
 
 def _program_sizes(program: Program, sizes: dict) -> dict:
@@ -89,19 +91,27 @@ def config(program: Program) -> Config:
     loops = [n for n in walk(k) if isinstance(n, ir.For) and n.iter.fn == "range"]
     stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")),
                   DEFAULT_STAGES)
-    return Config(int(k.consts.get("BM", 64)), int(k.consts.get("BN", 64)),
+    bn = int(k.consts.get("BN", 64))
+    # read off what shapes the addresses, never off a name alone (an unused BND or
+    # GROUP_M changes no price)
+    bn_down = int(k.consts["BND"]) if "BND" in k.consts and feeds_index(k, "BND") else bn
+    group = int(k.consts.get("GROUP_M", 1) or 1)
+    group = group if group > 1 and feeds_index(k, "GROUP_M") else 1
+    return Config(int(k.consts.get("BM", 64)), bn,
                   int(k.consts.get("BK", 32)), int(k.option("num_warps", 4)), int(stages),
                   len(program.info.grids), "xs" not in loads, "g" not in loads,
                   "y" in loads, "ys" in loads, "out" in program.info.atomic,
                   persistent_loop(k) is not None,
                   any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value
-                      for c in calls))
+                      for c in calls), bn_down, group)
 
 
 def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, target: Target,
-          atomic: bool, stored_tiles: int, pitches: dict) -> KernelFeatures:
+          atomic: bool, stored_tiles: int, pitches: dict, down: bool = False) -> KernelFeatures:
     """One grouped GEMM launch as the generic model reads it; `stored_tiles` output tiles
     leave by TMA (staged in shared memory)."""
+    if down and c.bn_down and c.bn_down != c.bn:
+        c = replace(c, bn=c.bn_down)
     tiles = -(-rows // c.bm) * -(-n // c.bn)
     flops = 2.0 * rows * n * kdim * dots
     min_bytes = 2.0 * (rows * kdim + dots * experts * kdim * n + rows * n)
@@ -112,7 +122,7 @@ def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, targ
         mma=target.default_mma(c.warps, c.bm), tma_loads=c.tma,
         tma_store=tma_store, warp_specialize=False, persistent=c.persistent,
         grid_programs=min(target.sms, tiles) if c.persistent else tiles, tiles=tiles, split_k=1,
-        atomic_output=False, group_m=1, kmajor_b=False, operand_bytes=2, output_bytes=2,
+        atomic_output=False, group_m=c.group_m, kmajor_b=False, operand_bytes=2, output_bytes=2,
         k_iterations=max(1, -(-kdim // c.bk)),
         staging_bytes=stored_tiles * c.bm * c.bn * 2 if tma_store else 0,
         tma_pitches=tuple(pitches.items()) if c.tma else ())
@@ -134,7 +144,8 @@ def estimate(program: Program, sizes: dict, target, params: Params | None = None
     pitches = tma_pitches(sizes)
     up = gemm_estimate(_gemm(c, rows, f, d, active, 2, target, False,
                              1 if c.fused_swiglu else 2, pitches), target)
-    down = gemm_estimate(_gemm(c, rows, d, f, active, 1, target, c.atomic, 1, pitches), target)
+    down = gemm_estimate(_gemm(c, rows, d, f, active, 1, target, c.atomic, 1, pitches, True),
+                        target)
     if not (up.legal and down.legal):
         return {"ms": math.inf, "tflops": 0.0, "bound": "illegal", "features": c,
                 "reasons": list(dict.fromkeys(up.reasons + down.reasons))}
@@ -143,8 +154,8 @@ def estimate(program: Program, sizes: dict, target, params: Params | None = None
         ms += p.atomic_penalty * 2.0 * t * k * d / (profile.dram_tbps * 1e9)
     empty = blocks - rows // c.bm
     if empty > 0 and not c.persistent:
-        for n in (f, d):
-            ms += p.empty_program_us * 1e-3 * math.ceil(empty * -(-n // c.bn) / (sms * 8))
+        for n, bn in ((f, c.bn), (d, c.bn_down or c.bn)):
+            ms += p.empty_program_us * 1e-3 * math.ceil(empty * -(-n // bn) / (sms * 8))
     bw = profile.dram_tbps * 1e9 * p.pass_efficiency        # bytes per ms
     passes = {"gather": 4.0 * rows * d * (not c.fused_gather),
               "swiglu": 2.0 * rows * f * 3 * (not c.fused_swiglu),

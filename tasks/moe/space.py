@@ -37,9 +37,19 @@ class MoEConfig:
     fuse_weight: bool = False     # ... scaled by the top-k weight, added into the output
     persistent: bool = False      # grouped GEMMs as one persistent launch each
     tma: bool = False             # weight tiles (and sorted rows) by TMA
+    group_m: int = 1              # grouped tile order: GROUP_M blocks sweep the columns
+                                  # together (each weight tile is reused from L2); 1 = off
+    down_n: int | None = None     # the down projection's BN (one accumulator, so up to
+                                  # twice the gate/up BN in the same registers); None = BN
+
+    @property
+    def block_n_down(self) -> int:
+        return self.down_n or self.block_n
 
     def summary(self) -> str:
         parts = [f"{self.block_m}x{self.block_n}x{self.block_k} tiles", f"{self.num_warps} warps"]
+        if self.block_n_down != self.block_n:
+            parts.append(f"down projection {self.block_m}x{self.block_n_down}")
         if self.stages:
             parts.append(f"{self.stages} stages")
         fused = [n for n, on in (("gather", self.fuse_gather), ("SwiGLU", self.fuse_swiglu),
@@ -51,6 +61,8 @@ class MoEConfig:
             parts.append("rows written at their sorted position")
         if self.persistent:
             parts.append("persistent grouped GEMMs")
+        if self.group_m > 1:
+            parts.append(f"grouped tile order ({self.group_m})")
         if self.tma:
             parts.append("TMA")
         return ", ".join(parts)
@@ -80,8 +92,12 @@ def _workspaces(c: MoEConfig) -> list[str]:
 
 def render(c: MoEConfig) -> str:
     workspaces = [(n, WORKSPACES[n], "bf16") for n in _workspaces(c)]
-    text = kernel_header("moe", SPACE.signature,
-                         {"BM": c.block_m, "BN": c.block_n, "BK": c.block_k, "KP": 2},
+    consts = {"BM": c.block_m, "BN": c.block_n, "BK": c.block_k, "KP": 2}
+    if c.block_n_down != c.block_n:
+        consts["BND"] = c.block_n_down
+    if c.group_m > 1:
+        consts["GROUP_M"] = c.group_m
+    text = kernel_header("moe", SPACE.signature, consts,
                          c.num_warps, f"MoE expert layer: {c.summary()}.", workspaces=workspaces)
     launches = []
     if not c.fuse_gather:
@@ -108,18 +124,30 @@ def _gather() -> list[str]:
             "A.store(xs[pos, ds], rows, mask=(None, ds < D))"]
 
 
-def _tiles(c: MoEConfig, n: str, body: list[str]) -> list[str]:
+def _tiles(c: MoEConfig, n: str, body: list[str], bn: str = "BN") -> list[str]:
     """A grouped GEMM launch: for each (block, column tile), over a grid or persistently,
-    `body` runs when the block belongs to an expert."""
+    `body` runs when the block belongs to an expert. With a grouped tile order, GROUP_M
+    consecutive blocks (mostly one expert's) take each column tile in turn, so a weight
+    tile is read from memory once per group rather than once per block."""
     inner = ["e = A.load(expert_ids[block])", "if e >= 0:"] + ["    " + x for x in body]
+    if c.group_m > 1:
+        order = ["first = tile // tiles_per_group * GROUP_M",
+                 "rows_in_group = A.minimum(NB - first, GROUP_M)",
+                 "block = first + tile % rows_in_group",
+                 f"col0 = tile % tiles_per_group // rows_in_group * {bn}"]
+        head = [f"num_n = A.cdiv({n}, {bn})", "tiles_per_group = GROUP_M * num_n"]
+    else:
+        order = ["block = tile // num_n", f"col0 = tile % num_n * {bn}"]
+        head = [f"num_n = A.cdiv({n}, {bn})"]
     if c.persistent:
-        return [f"A.grid(A.minimum(A.num_sms(), NB * A.cdiv({n}, BN)))",
-                f"num_n = A.cdiv({n}, BN)",
-                "for tile in A.range(A.program_id(0), NB * num_n, A.num_programs(0)):",
-                "    block = tile // num_n", "    col0 = tile % num_n * BN"] + \
-            ["    " + x for x in inner]
-    return [f"A.grid(NB, A.cdiv({n}, BN))", "block = A.program_id(0)",
-            "col0 = A.program_id(1) * BN"] + inner
+        return [f"A.grid(A.minimum(A.num_sms(), NB * A.cdiv({n}, {bn})))", *head,
+                "for tile in A.range(A.program_id(0), NB * num_n, A.num_programs(0)):"] + \
+            ["    " + x for x in order + inner]
+    if c.group_m > 1:
+        return [f"A.grid(NB * A.cdiv({n}, {bn}))", *head, "tile = A.program_id(0)"] + \
+            order + inner
+    return [f"A.grid(NB, A.cdiv({n}, {bn}))", "block = A.program_id(0)",
+            f"col0 = A.program_id(1) * {bn}"] + inner
 
 
 def _stages(c: MoEConfig) -> str:
@@ -176,8 +204,9 @@ def _swiglu() -> list[str]:
 def _down(c: MoEConfig) -> list[str]:
     hload = "A.load(h[pos, fs], tma=True)" if c.tma else \
         "A.load(h[pos, fs], mask=(None, fs < F), other=0.0)"
-    body = ["pos = block * BM + A.arange(BM)", "cols = col0 + A.arange(BN)",
-            "acc = A.zeros((BM, BN), A.f32)",
+    bn = "BND" if c.block_n_down != c.block_n else "BN"
+    body = ["pos = block * BM + A.arange(BM)", f"cols = col0 + A.arange({bn})",
+            f"acc = A.zeros((BM, {bn}), A.f32)",
             f"for k in A.range(0, F, BK{_stages(c)}):", "    fs = k + A.arange(BK)",
             f"    acc = A.dot({hload}, {_w(c, 'w_down', 'fs', 'F', 'cols', 'D')}, acc)",
             "A.assert_tags(acc, P=pos[:, None], D=cols[None, :], F=A.covers(0, F))"]
@@ -200,7 +229,7 @@ def _down(c: MoEConfig) -> list[str]:
                      f"mask={keep})"]
     what = "down projection" + (", scatter to (token, slot)" if c.fuse_scatter else "") + \
         (" and top-k weighted combine" if c.fuse_weight else "")
-    return [f"# {what}", *_tiles(c, "D", body)]
+    return [f"# {what}", *_tiles(c, "D", body, bn)]
 
 
 def _scatter() -> list[str]:
@@ -233,14 +262,23 @@ def _combine() -> list[str]:
 
 # ---------------------------------------------------------------- catalog
 def footprint(c: MoEConfig) -> Footprint:
-    """The gate/up GEMM's program, the larger of the two: per stage an A tile and the gate
-    and up weight tiles, two fp32 accumulators, and with TMA the staging of its stored
-    tiles (h, or g and u)."""
+    """The gate/up GEMM's program, the larger of the two unless the down projection's
+    tiles are wider: per stage an A tile and the gate and up weight tiles, two fp32
+    accumulators, and with TMA the staging of its stored tiles (h, or g and u)."""
     stored = (1 if c.fuse_swiglu else 2) * c.block_m * c.block_n * 2 if c.tma else 0
     return dot_footprint(c.block_m, c.block_n, c.block_k, c.num_warps,
                          c.stages or DEFAULT_STAGES, 2, 2, stored,
                          f"{stored // (c.block_m * c.block_n * 2)} x {c.block_m}x{c.block_n} "
                          "output staging" if stored else "")
+
+
+def down_footprint(c: MoEConfig) -> Footprint:
+    """The down projection's program: per stage an h tile and a w_down tile, one fp32
+    accumulator, and with TMA and no fused scatter the staging of its stored y tile."""
+    bn = c.block_n_down
+    stored = c.block_m * bn * 2 if c.tma and not c.fuse_scatter else 0
+    return dot_footprint(c.block_m, bn, c.block_k, c.num_warps, c.stages or DEFAULT_STAGES,
+                         1, 2, stored, f"{c.block_m}x{bn} output staging" if stored else "")
 
 
 def tma_pitches(sizes: dict) -> dict[str, int]:
@@ -253,6 +291,10 @@ def hardware_reason(c: MoEConfig, ctx: dict) -> str | None:
     reason = resource_reason(footprint(c), ctx)
     if reason:
         return reason
+    if c.block_n_down != c.block_n:
+        reason = resource_reason(down_footprint(c), ctx)
+        if reason:
+            return f"the down projection's {c.block_m}x{c.block_n_down} tiles: {reason}"
     if c.tma and target_of(ctx).tma_reason(tma_pitches(ctx.get("sizes") or {})):
         return target_of(ctx).tma_reason(tma_pitches(ctx.get("sizes") or {}))
     return table_reason("moe", c, ctx)  # the compiler's verdict, where the table has it
@@ -311,6 +353,13 @@ TRANSFORMS = (
               "launch each: one program per SM walks every (block, column tile)"),
     Transform("tma", "tma", (True, False), "weight tiles and sorted-row tiles by TMA",
               _with("tma")),
+    # appended after the first twelve, so that their action indices stay as they were
+    Transform("swizzle", "group_m", (1, 4, 8, 16), "grouped tile order: GROUP_M blocks of "
+              "sorted rows take each column tile in turn, so a weight tile is reused from L2 "
+              "(1 = row-major)", _with("group_m")),
+    Transform("tile_n_down", "down_n", (64, 128, 256), "output columns per tile of the down "
+              "projection (one accumulator: up to twice the gate/up BN in the same registers)",
+              _with("down_n")),
 )
 
 
