@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import copy
 import dataclasses
 import difflib
 import itertools
@@ -57,6 +58,10 @@ class Transform:
     """One transformation of the catalog: sets config field `field` to one of `values`.
 
     `requires(config, value, ctx)` returns the reason the application is illegal, or None.
+    `since`: the catalog version that added it. A space only appends: a transformation of
+    a later version comes after every one of an earlier version, so the discrete action
+    indices of an older catalog keep their meaning but for `undo` and `submit`, which
+    follow the transformations (`TaskSpace.at` gives an older catalog back).
     """
 
     name: str
@@ -65,6 +70,7 @@ class Transform:
     doc: str
     requires: Callable[[Any, Any, dict], str | None] | None = None
     primitive: bool = False  # leaves an invariant broken until another transform
+    since: int = 1
 
     def actions(self) -> list[tuple[str, Any]]:
         return [(self.name, v) for v in self.values]
@@ -146,7 +152,11 @@ class Action:
 
 
 class TaskSpace:
-    """Base class: a task's configuration space and its transformation catalog."""
+    """Base class: a task's configuration space and its transformation catalog.
+
+    Its catalog has versions (`Transform.since`): `at(v)` is the space as catalog `v` had
+    it, so that episodes recorded, and policies trained, before a transformation was added
+    replay and play as they did (`KernelEnv(catalog=v)`)."""
 
     transforms: tuple[Transform, ...] = ()
     #: the registered task whose `signature` heads the programs (`signature`)
@@ -154,6 +164,41 @@ class TaskSpace:
 
     def baseline(self):
         raise NotImplementedError
+
+    # ------------------------------------------------------------ catalog versions
+    @classmethod
+    def latest_catalog(cls) -> int:
+        """The newest catalog version: the largest `since` of its transformations."""
+        return max((t.since for t in cls.transforms), default=1)
+
+    @property
+    def catalog_version(self) -> int:
+        return getattr(self, "_catalog_version", None) or self.latest_catalog()
+
+    def at(self, version: int | None) -> "TaskSpace":
+        """This space with the catalog of `version` (None or the newest: this space)."""
+        latest = self.latest_catalog()
+        if version is None:
+            return self
+        if type(version) is not int or not 1 <= version <= latest:
+            raise ValueError(f"catalog version of task {self.task_name!r} must be a whole "
+                             f"number from 1 to {latest}, got {version!r}")
+        if version == self.catalog_version:
+            return self
+        order = [t.since for t in type(self).transforms]
+        if order != sorted(order):
+            raise ValueError(f"{type(self).__name__}.transforms must append: a transformation "
+                             f"of a later catalog version before one of an earlier one")
+        view = copy.copy(self)
+        view.transforms = tuple(t for t in type(self).transforms if t.since <= version)
+        view._catalog_version = version
+        return view
+
+    def hidden_fields(self) -> frozenset:
+        """Configuration fields that only transformations outside this catalog set: they
+        stay at the baseline's value, and the observation leaves them out."""
+        shown = {t.field for t in self.transforms}
+        return frozenset({t.field for t in type(self).transforms} - shown)
 
     def render(self, config) -> str:
         raise NotImplementedError

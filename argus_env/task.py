@@ -203,11 +203,14 @@ class Task:
         raise NotImplementedError
 
     # ------------------------------------------------------------ observation encoding
-    def config_fields(self) -> tuple[str, ...]:
-        """The fields of the task's configuration (its space's dataclass), in order."""
-        if self.space is None:
+    def config_fields(self, space=None) -> tuple[str, ...]:
+        """The fields of the task's configuration (its space's dataclass), in order; for an
+        older catalog (`space`: `self.space.at(version)`), those its transformations set."""
+        space = space if space is not None else self.space
+        if space is None:
             return ()
-        return tuple(f.name for f in dataclasses.fields(self.space.baseline()))
+        hidden = space.hidden_fields() if hasattr(space, "hidden_fields") else frozenset()
+        return tuple(f.name for f in dataclasses.fields(space.baseline()) if f.name not in hidden)
 
     def size_names(self) -> tuple[str, ...]:
         """The size names of the task's shapes, in the suite's order."""
@@ -218,9 +221,13 @@ class Task:
         """Length of `encode_config`'s vector: one float per configuration field, the
         program's measured structure (`FEATURE_FIELDS`), a hand-written-program flag, and
         one per size name."""
-        return len(self.config_fields()) + len(FEATURE_FIELDS) + 1 + len(self.size_names())
+        return self.config_dim_of(None)
 
-    def encode_config(self, config, features, sizes: Sizes) -> np.ndarray:
+    def config_dim_of(self, space=None) -> int:
+        """`config_dim` for the catalog of `space` (None: the task's own, the newest)."""
+        return len(self.config_fields(space)) + len(FEATURE_FIELDS) + 1 + len(self.size_names())
+
+    def encode_config(self, config, features, sizes: Sizes, space=None) -> np.ndarray:
         """The configuration part of the observation: floats in [0, 1].
 
         * the task's configuration, field by field (`config_fields`): a flag as 0/1, an
@@ -231,9 +238,10 @@ class Task:
           sizes, warps, stages, grid, flags), the same for every task, zeros when the
           program could not be analysed;
         * the shape: log2(1 + size) / 32 per size name (`size_names`).
-        Override it to encode choices the configuration does not hold."""
-        fields = self.config_fields()
-        vec = np.zeros(self.config_dim, dtype=np.float64)
+        Override it to encode choices the configuration does not hold. `space`: the
+        catalog the env plays (`config_fields(space)`), None for the newest."""
+        fields = self.config_fields(space)
+        vec = np.zeros(self.config_dim_of(space), dtype=np.float64)
         if config is not None:
             vec[:len(fields)] = [_field_code(getattr(config, f, None)) for f in fields]
         at = len(fields)

@@ -36,11 +36,12 @@ class ConfigView:
         self.catalog: list[tuple[str, Any]] = list(core.catalog)
         self.index = {pair: i for i, pair in enumerate(self.catalog)}
         self.undo, self.submit = self.index[("undo", None)], self.index[("submit", None)]
-        declared = {t.name: t for t in task.space.transforms}
+        space = core.space_                       # the catalog the env plays
+        declared = {t.name: t for t in space.transforms}
         self.names: tuple[str, ...] = tuple(dict.fromkeys(
             n for n, _ in self.catalog if n not in SPECIAL))
-        fields = task.config_fields()
-        base = task.space.baseline()
+        fields = task.config_fields(space)
+        base = space.baseline()
         self.settable = {n: tuple(declared[n].values) for n in self.names}
         self.slot, self.choices, self.codes = {}, {}, {}
         for name in self.names:
@@ -50,7 +51,8 @@ class ConfigView:
             if getattr(base, field) not in values:   # e.g. stages=None: Triton's default
                 values.insert(0, getattr(base, field))
             codes = np.array([task.encode_config(dataclasses.replace(base, **{field: v}),
-                                                 None, {})[self.slot[name]] for v in values],
+                                                 None, {}, space)[self.slot[name]]
+                              for v in values],
                              dtype=np.float64)
             self.choices[name], self.codes[name] = tuple(values), codes
 

@@ -69,6 +69,9 @@ class BenchConfig:
     one is used) or "analytic" (the boards made before the correction name it)"""
     mode: str = "discrete"
     reward: str = "default"
+    catalog: int | None = None
+    """the version of every task's transformation catalog (None: the newest); a board
+    made before a catalog grew names the version it played, and replays so"""
     agents: dict = field(default_factory=lambda: {"random": {}, "greedy": {}, "evolutionary": {}})
     """leaderboard name -> {agent: module or registered name (default: the name), Args fields}"""
 
@@ -148,6 +151,8 @@ class BenchConfig:
             out["budget"] = self.budget
         if self.measure in ("model", "table"):   # a line names it (`line_setting`)
             out["estimator"] = self.estimator
+        if self.catalog is not None:
+            out["catalog"] = self.catalog
         return out
 
     def to_dict(self) -> dict:

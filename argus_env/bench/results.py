@@ -184,7 +184,13 @@ def line_setting(line: dict, key: str):
     if key == "estimator" and "estimator" not in line:
         from ..measure.correction import LEGACY_ESTIMATOR
         return LEGACY_ESTIMATOR if line.get("measure") in ("model", "table") else None
+    if key == "catalog" and "catalog" not in line:
+        return LEGACY_CATALOG
     return line.get(key)
+
+
+#: the catalog version of the lines written before catalogs had versions
+LEGACY_CATALOG = 1
 
 
 def line_key(line: dict) -> tuple:

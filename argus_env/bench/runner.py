@@ -55,6 +55,8 @@ class Runner:
                       split=track, max_episode_steps=max(budget or c.budget, 1))
         if c.measure in ("model", "table"):
             kwargs["estimator"] = c.estimator
+        if c.catalog is not None:
+            kwargs["catalog"] = c.catalog
         env = gym.make(env_id, **kwargs)
         share(env, self._evaluators)
         return env

@@ -34,8 +34,9 @@ LINE_EXTRAS = ("task_uri", "track", "budget", "reward", "suite", "agent_args", "
 PER_STEP = ("actions", "action_labels", "rewards", "step_invariants", "step_tflops")
 #: fields a line may leave out: `earlier_actions` is written only for agents that reset,
 #: `estimator` only where the model priced, `step_seconds` by recorders that time their
-#: steps (lines written before any of them existed lack it)
-OPTIONAL = ("earlier_actions", "estimator", "step_seconds")
+#: steps, `catalog` since catalogs have versions (lines written before any of them
+#: existed lack it)
+OPTIONAL = ("earlier_actions", "estimator", "step_seconds", "catalog")
 
 
 @dataclass
@@ -146,6 +147,7 @@ TYPES: dict[str, tuple[str, Callable]] = {
     "submitted_program_hash": ("a string or null", _opt_str),
     "final_measured_by": (f"one of {MEASURES} or null", lambda v: v is None or v in MEASURES),
     "estimator": (f"one of {ESTIMATORS}", lambda v: v in ESTIMATORS),
+    "catalog": ("a catalog version (an integer >= 1)", lambda v: type(v) is int and v >= 1),
 }
 assert set(TYPES) == RECORD_FIELDS | set(LINE_EXTRAS), "every field of a line has a type"
 

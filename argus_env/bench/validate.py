@@ -104,8 +104,10 @@ class Validator:
         known = next((k for k in registered_env_ids() if k == env_id), None)
         if known is None:
             raise ValueError(f"{env_id!r} is not a registered env id")
+        from .results import LEGACY_CATALOG
         kwargs = dict(mode=rec.mode, measure=rec.measure, hardware=rec.hardware, split=split,
-                      reward=reward, max_episode_steps=step_limit(rec, budget))
+                      reward=reward, max_episode_steps=step_limit(rec, budget),
+                      catalog=rec.catalog or LEGACY_CATALOG)   # the actions' catalog
         if rec.measure in ("model", "table"):   # priced as the line was
             from ..measure.correction import LEGACY_ESTIMATOR
             kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR

@@ -121,8 +121,10 @@ class KernelEnv(gym.Env):
     the invalid-action penalty, numerics still running are scored as a timeout; None: no
     bound), `check_shapes` (how many reduced shapes the numerics are checked at, or a
     list of size mappings), `max_episode_steps` (the env's own step limit, None: none but
-    the one `gym.make` hands it; with both, the smaller). Also accepted as one `env_config`
-    mapping, as RLlib passes them.
+    the one `gym.make` hands it; with both, the smaller), `catalog` (the version of the
+    task's transformation catalog, None: the newest; an older one plays as episodes and
+    policies made before later transformations were added did: `TaskSpace.at`). Also
+    accepted as one `env_config` mapping, as RLlib passes them.
 
     ## Errors
     Nothing an agent sends raises: a bad action (wrong type, out of range, masked,
@@ -155,13 +157,14 @@ class KernelEnv(gym.Env):
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
                  step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR,
                  max_episode_steps: int | None = None, table_snapshot: str | None = None,
-                 correction_fit: str | None = None):
+                 correction_fit: str | None = None, catalog: int | None = None):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
                                  check_shapes=check_shapes, step_timeout=step_timeout,
                                  estimator=estimator, max_episode_steps=max_episode_steps,
-                                 table_snapshot=table_snapshot, correction_fit=correction_fit)
+                                 table_snapshot=table_snapshot, correction_fit=correction_fit,
+                                 catalog=catalog)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -172,7 +175,7 @@ class KernelEnv(gym.Env):
                                            step_timeout=step_timeout, estimator=estimator,
                                            max_episode_steps=max_episode_steps,
                                            table_snapshot=table_snapshot,
-                                           correction_fit=correction_fit),
+                                           correction_fit=correction_fit, catalog=catalog),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -192,9 +195,9 @@ class KernelEnv(gym.Env):
         from ..measure.backends import make_backend
         from ..target import load_target
         self.task = get_task(task)
-        self.space_ = self.task.space
-        if self.space_ is None:
+        if self.task.space is None:
             raise ValueError(f"task {task!r} has no transformation space")
+        self.space_ = self.task.space.at(catalog)   # the catalog played (None: the newest)
         self.mode, self.split, self.render_mode = mode, split, render_mode
         self.cases = self.task.shape_cases(split)
         if not self.cases:
@@ -230,7 +233,8 @@ class KernelEnv(gym.Env):
         self.catalog = self.space_.catalog()
         n = len(self.catalog)
         self.report_layout = ReportLayout.for_pack(pack_of(self.task))
-        obs = {"config": spaces.Box(0.0, 1.0, (self.task.config_dim,), np.float32),
+        obs = {"config": spaces.Box(0.0, 1.0, (self.task.config_dim_of(self.space_),),
+                                    np.float32),
                "report": spaces.Box(0.0, 1e6, (self.report_layout.size,), np.float32),
                "perf": spaces.Box(0.0, 1e6, (PERF_DIM,), np.float32),
                "action_mask": spaces.MultiBinary(n)}
@@ -561,7 +565,8 @@ class KernelEnv(gym.Env):
 
     def _obs(self) -> dict:
         ev = self.state.evaluation
-        obs = {"config": self.task.encode_config(self.state.config, ev.features, self.sizes),
+        obs = {"config": self.task.encode_config(self.state.config, ev.features, self.sizes,
+                                                 self.space_),
                "report": _report_vector(ev.report, self.report_layout),
                "perf": self._perf(ev), "action_mask": self.action_mask()}
         if self.mode == "text":

@@ -104,6 +104,10 @@ class EpisodeRecord:
     # "" for a GPU-timed episode, and in records written before the correction existed
     # (those were priced by the analytic model): left out of the JSON when empty
     estimator: str = ""
+    # the version of the task's transformation catalog the episode played (`KernelEnv(
+    # catalog=)`); 0 in records written before catalogs had versions (they played the
+    # first), and then left out of the JSON
+    catalog: int = 0
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -114,6 +118,8 @@ class EpisodeRecord:
             del d["step_seconds"]
         if not d["estimator"]:
             del d["estimator"]
+        if not d["catalog"]:
+            del d["catalog"]
         # one order for the invariants met (the checker may report them in another order
         # from one process to the next), so that two runs write the same bytes
         d["violations_met"] = dict(sorted(d["violations_met"].items()))
@@ -164,6 +170,8 @@ class Recorder:
         self.rec.split = getattr(core, "split", "")
         if self.rec.measure in ("model", "table"):
             self.rec.estimator = getattr(core, "estimator", "")
+        space = getattr(core, "space_", None)
+        self.rec.catalog = int(getattr(space, "catalog_version", 0) or 0)
         self._violated = False
         self._t0 = time.perf_counter()
 

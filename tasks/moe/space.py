@@ -353,13 +353,13 @@ TRANSFORMS = (
               "launch each: one program per SM walks every (block, column tile)"),
     Transform("tma", "tma", (True, False), "weight tiles and sorted-row tiles by TMA",
               _with("tma")),
-    # appended after the first twelve, so that their action indices stay as they were
+    # catalog 2: appended, so that catalog 1's action indices keep their meaning
     Transform("swizzle", "group_m", (1, 4, 8, 16), "grouped tile order: GROUP_M blocks of "
               "sorted rows take each column tile in turn, so a weight tile is reused from L2 "
-              "(1 = row-major)", _with("group_m")),
+              "(1 = row-major)", _with("group_m"), since=2),
     Transform("tile_n_down", "down_n", (64, 128, 256), "output columns per tile of the down "
               "projection (one accumulator: up to twice the gate/up BN in the same registers)",
-              _with("down_n")),
+              _with("down_n"), since=2),
 )
 
 

@@ -31,7 +31,7 @@ def replayed(line: dict) -> dict:
 
 
 #: fields a re-run writes that lines committed before them lack
-ADDED = ("earlier_actions", "estimator")
+ADDED = ("earlier_actions", "estimator", "catalog")
 
 
 def same(a: dict, b: dict) -> list[str]:
@@ -46,6 +46,8 @@ def same(a: dict, b: dict) -> list[str]:
         out.append("earlier_actions")
     if "estimator" not in a and R.line_setting(a, "estimator") != b.get("estimator"):
         out.append("estimator")   # a line made before the field: priced by the analytic model
+    if "catalog" not in a and R.line_setting(a, "catalog") != b.get("catalog"):
+        out.append("catalog")     # a line made before catalogs had versions: the first
     return out
 
 
