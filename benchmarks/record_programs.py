@@ -142,7 +142,8 @@ PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "co
 #: named sets of catalog configurations a plan may add (`plan --configs NAME`): task, the
 #: attribute of the task's space module holding them
 CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
-               "model-top": ("gemm", "model-top"), "gemm-expert": ("gemm", "EXPERT")}
+               "model-top": ("gemm", "model-top"), "gemm-expert": ("gemm", "EXPERT"),
+               "moe-grouped": ("moe", "GROUPED")}
 #: `model-top`: at each of these GEMM shapes (the suite's furthest below cuBLAS), the
 #: configurations the corrected cost model of `TOP_HARDWARE` ranks fastest among
 #: `TOP_POOL` mask-legal ones drawn at random, `TOP_N` of those the tables lack

@@ -395,3 +395,23 @@ def table_configurations() -> list[MoEConfig]:
     out.append(replace(EXPERT, persistent=False))
     out.append(replace(EXPERT, tma=False))
     return SPACE.legal_configurations(out, {})
+
+
+def _grouped() -> tuple:
+    """Catalog 2's configurations for the GPU tables (`record_programs.py --configs
+    moe-grouped`): the fused persistent program with the grouped tile order and the wider
+    down projection, at the block shapes prefill (128 rows) and decode (16 to 64) want."""
+    fused = dict(fuse_gather=True, fuse_swiglu=True, fuse_scatter=True, inverse_scatter=True,
+                 fuse_weight=True, persistent=True, tma=True)
+    out = []
+    for group, down in ((1, 256), (8, None), (8, 256), (16, 256)):
+        out.append(MoEConfig(128, 128, 64, 8, 3, group_m=group, down_n=down, **fused))
+    out.append(MoEConfig(128, 128, 64, 8, 3, group_m=8, down_n=256,
+                         **{**fused, "persistent": False}))
+    out += [MoEConfig(16, 128, 128, 4, 3, down_n=256, **fused),
+            MoEConfig(32, 128, 64, 4, 4, group_m=8, **fused),
+            replace(EXPERT, group_m=8), replace(EXPERT, down_n=256)]
+    return tuple(out)
+
+
+GROUPED = _grouped()

@@ -28,7 +28,7 @@ def _run(script: str, args: list[str]) -> subprocess.CompletedProcess:
 def test_moe_suite_smoke(tmp_path):
     out = tmp_path / "suite.json"
     r = _run("benchmarks/moe_suite.py", ["--interpret", "--smoke", "--shape", "skewed",
-                                         "--out", str(out)])
+                                         "--catalog", "--out", str(out)])
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(out.read_text())
     row = data["shapes"]["smoke-skewed"]
@@ -38,6 +38,10 @@ def test_moe_suite_smoke(tmp_path):
     assert all(p["fused_anchor_ms"] > 0 and p["fused_ratio"] > 0
                for p in row["programs"].values()), row
     assert "exp/torch" in r.stdout and "exp/fused" in r.stdout
+    # --catalog: catalog-reachable configurations timed beside the expert, named by summary
+    catalog = {n: p for n, p in row["programs"].items() if n.startswith("catalog:")}
+    assert len(catalog) >= 3 and all(p["summary"] for p in catalog.values()), row
+    assert "best catalog" in r.stdout
     assert r.stdout.splitlines()[-1].startswith("smoke-skewed")
 
 

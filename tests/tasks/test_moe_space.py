@@ -58,3 +58,87 @@ def test_table_configurations_are_proven_at_a_real_shape():
     for c in table_configurations():
         report = check_program(TASK.bind(SPACE.program(c), sizes), sizes, TASK)
         assert report.ok, f"{c.summary()}:\n{report.render()}"
+
+
+# ---------------------------------------------------------------- catalog 2: grouped tile
+# order and the down projection's own tile width
+GROUPED = [dataclasses.replace(EXPERT, block_m=128, group_m=8, down_n=256),
+           dataclasses.replace(EXPERT, block_m=128, group_m=16, down_n=256, persistent=False),
+           dataclasses.replace(EXPERT, block_m=32, block_n=32, group_m=8, tma=False),
+           dataclasses.replace(EXPERT, down_n=64, group_m=4)]
+
+
+@pytest.mark.parametrize("k", range(len(GROUPED)))
+def test_grouped_orders_and_wide_down_tiles_are_proven(k):
+    c = GROUPED[k]
+    for sizes in (TASK.cpu_shapes[1], TASK.shapes[10].sizes):
+        report = check_program(TASK.bind(SPACE.program(c), sizes), sizes, TASK)
+        assert report.ok, f"{c.summary()} at {sizes}:\n{report.render()}"
+
+
+def _seeded(c, old: str, new: str):
+    from argus_env.dsl.program import Program
+    text = SPACE.render(c)
+    assert old in text
+    return Program.from_text(text.replace(old, new))
+
+
+def test_a_grouped_order_without_its_last_short_group_is_caught():
+    """GROUP_M in place of the rows the last group has: at 11 blocks and GROUP_M 8 the
+    last group's programs read expert_ids past its end (a bounds counterexample)."""
+    c = GROUPED[2]
+    sizes = TASK.cpu_shapes[1]
+    assert TASK.program_sizes(SPACE.program(c), sizes)["NB"] % 8 != 0
+    bad = _seeded(c, "block = first + tile % rows_in_group\n        col0 = tile % tiles_per_group "
+                     "// rows_in_group * BN",
+                  "block = first + tile % GROUP_M\n        col0 = tile % tiles_per_group "
+                  "// GROUP_M * BN")
+    report = check_program(TASK.bind(bad, sizes), sizes, TASK)
+    assert "bounds" in report.kinds(), report.render()
+    v = next(v for v in report.violations if v.invariant == "bounds")
+    assert v.program_id and v.tensor in ("expert_ids", "sorted_ids", "x", "topk_weights"), v
+    assert v.names["block"] >= TASK.program_sizes(SPACE.program(c), sizes)["NB"] or \
+        v.tensor != "expert_ids", v
+
+
+def test_a_grouped_order_that_skips_blocks_is_caught():
+    c = GROUPED[2]
+    sizes = TASK.cpu_shapes[1]
+    bad = _seeded(c, "first = tile // tiles_per_group * GROUP_M",
+                  "first = tile // tiles_per_group * GROUP_M + 1")
+    report = check_program(TASK.bind(bad, sizes), sizes, TASK)
+    assert "coverage" in report.kinds(), report.render()
+
+
+def test_a_wrong_column_step_in_the_grouped_order_is_never_proven():
+    c = GROUPED[2]
+    sizes = TASK.cpu_shapes[1]
+    bad = _seeded(c, "col0 = tile % tiles_per_group // rows_in_group * BN",
+                  "col0 = tile % tiles_per_group // GROUP_M * BN")
+    assert not check_program(TASK.bind(bad, sizes), sizes, TASK).ok
+
+
+def test_unused_constants_do_not_change_the_model_price():
+    """The model reads the down tile width and the tile order off what shapes the
+    addresses: a BND or GROUP_M that nothing uses prices like the program without it."""
+    from argus_env.dsl.program import Program
+    from argus_env.tasks.moe.model import estimate
+    sizes = TASK.shapes[0].sizes
+    plain = SPACE.render(EXPERT)
+    decoy = plain.replace("    KP: A.const = 2,\n", "    KP: A.const = 2,\n    BND: A.const = 256,\n"
+                          "    GROUP_M: A.const = 16,\n")
+    assert decoy != plain
+    a = estimate(TASK.bind(Program.from_text(plain), sizes), sizes, "h200")
+    b = estimate(TASK.bind(Program.from_text(decoy), sizes), sizes, "h200")
+    assert a["ms"] == pytest.approx(b["ms"], rel=1e-9)
+    used = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, group_m=16, down_n=256)),
+                              sizes), sizes, "h200")
+    assert used["features"].group_m == 16 and used["features"].bn_down == 256
+    assert used["ms"] != pytest.approx(a["ms"], rel=1e-6)
+
+
+def test_the_down_tiles_have_their_own_resource_check():
+    ctx = {"sizes": TASK.shapes[0].sizes}
+    wide = dataclasses.replace(EXPERT, block_m=128, down_n=256, stages=4, num_warps=4)
+    reason = SPACE.hardware_reason(wide, ctx)
+    assert reason, "a 128x256 fp32 accumulator over 4 warps does not fit the registers"
