@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
-from argus_env.ir.live import feeds_index, live_program, persistent_loop
+from argus_env.ir.live import live_program, persistent_loop
 from argus_env.ir.rewrite import walk
 from argus_env.measure.features import KernelFeatures
 from argus_env.measure.model import estimate as gemm_estimate
@@ -69,7 +69,7 @@ class Config:
     persistent: bool
     tma: bool
     bn_down: int = 0       # the down projection's BN (0: bn)
-    group_m: int = 1       # grouped tile order (1: row-major)
+    group_m: int = 1       # grouped tile order (1: row-major; never credited, see config)
 
 
 def _program_sizes(program: Program, sizes: dict) -> dict:
@@ -91,19 +91,36 @@ def config(program: Program) -> Config:
     loops = [n for n in walk(k) if isinstance(n, ir.For) and n.iter.fn == "range"]
     stages = next((n.iter.arg("stages").value for n in loops if n.iter.has("stages")),
                   DEFAULT_STAGES)
-    bn = int(k.consts.get("BN", 64))
-    # read off what shapes the addresses, never off a name alone (an unused BND or
-    # GROUP_M changes no price)
-    bn_down = int(k.consts["BND"]) if "BND" in k.consts and feeds_index(k, "BND") else bn
-    group = int(k.consts.get("GROUP_M", 1) or 1)
-    group = group if group > 1 and feeds_index(k, "GROUP_M") else 1
-    return Config(int(k.consts.get("BM", 64)), bn,
-                  int(k.consts.get("BK", 32)), int(k.option("num_warps", 4)), int(stages),
+    bm, bk, bn, bn_down = _tiles(program)
+    # the grouped tile order is not priced: whether a GROUP_M reorders anything is not
+    # read off the program (its addresses go through the routing arrays), and a name
+    # alone must not change a price; the GPU tables price it where they hold the program
+    return Config(bm, bn, bk, int(k.option("num_warps", 4)), int(stages),
                   len(program.info.grids), "xs" not in loads, "g" not in loads,
                   "y" in loads, "ys" in loads, "out" in program.info.atomic,
                   persistent_loop(k) is not None,
                   any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value
-                      for c in calls), bn_down, group)
+                      for c in calls), bn_down, 1)
+
+
+def _tiles(program: Program) -> tuple[int, int, int, int]:
+    """(BM, BK, BN of the gate/up products, BN of the down product), read off the typed
+    products the program runs: a product with w_gate or w_up as its B operand is the
+    gate/up GEMM's, one with w_down the down GEMM's (the tensors are the task's signature,
+    which a program cannot rename). The constants' names count for nothing; a program
+    with no such product reads as the smallest MMA tile."""
+    from argus_env.measure.features import _MainDot
+    finder = _MainDot(program)
+    finder.block(program.kernel.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    up = down = None
+    for d in finder.dots:
+        b = finder.tensors(d["call"].arg("b"))
+        if b & {"w_gate", "w_up"} and up is None:
+            up = d["shape"]
+        elif "w_down" in b and down is None:
+            down = d["shape"]
+    bm, bk, bn = up or down or (16, 16, 16)
+    return bm, bk, bn, (down[2] if down else bn)
 
 
 def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, target: Target,

@@ -119,8 +119,9 @@ def test_a_wrong_column_step_in_the_grouped_order_is_never_proven():
 
 
 def test_unused_constants_do_not_change_the_model_price():
-    """The model reads the down tile width and the tile order off what shapes the
-    addresses: a BND or GROUP_M that nothing uses prices like the program without it."""
+    """The model reads its tiles off the products the program runs and never credits a
+    tile order: a BND or GROUP_M that nothing uses prices like the program without it,
+    and a grouped order prices like the row-major one (the tables price it)."""
     from argus_env.dsl.program import Program
     from argus_env.tasks.moe.model import estimate
     sizes = TASK.shapes[0].sizes
@@ -131,10 +132,18 @@ def test_unused_constants_do_not_change_the_model_price():
     a = estimate(TASK.bind(Program.from_text(plain), sizes), sizes, "h200")
     b = estimate(TASK.bind(Program.from_text(decoy), sizes), sizes, "h200")
     assert a["ms"] == pytest.approx(b["ms"], rel=1e-9)
-    used = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, group_m=16, down_n=256)),
-                              sizes), sizes, "h200")
-    assert used["features"].group_m == 16 and used["features"].bn_down == 256
-    assert used["ms"] != pytest.approx(a["ms"], rel=1e-6)
+    grouped = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, group_m=16)),
+                                 sizes), sizes, "h200")
+    assert grouped["features"].group_m == 1 and grouped["ms"] == pytest.approx(a["ms"], rel=1e-9)
+    wide = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, down_n=256)), sizes),
+                    sizes, "h200")
+    assert wide["features"].bn_down == 256 and wide["features"].bn == 128
+    assert wide["ms"] != pytest.approx(a["ms"], rel=1e-6)
+    # the constants' names count for nothing: BN renamed, the tiles are the products'
+    renamed = plain.replace("BN", "WIDTH")
+    c = estimate(TASK.bind(Program.from_text(renamed), sizes), sizes, "h200")
+    assert (c["features"].bm, c["features"].bn, c["features"].bk) == (64, 128, 64)
+    assert c["ms"] == pytest.approx(a["ms"], rel=1e-9)
 
 
 def test_the_down_tiles_have_their_own_resource_check():
