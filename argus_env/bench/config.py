@@ -70,8 +70,9 @@ class BenchConfig:
     mode: str = "discrete"
     reward: str = "default"
     catalog: int | None = None
-    """the version of every task's transformation catalog (None: the newest); a board
-    made before a catalog grew names the version it played, and replays so"""
+    """the version of the tasks' transformation catalogs (None: each task's newest; a
+    number: that version, or a task's newest where it has no later one); a board made
+    before a catalog grew names the version it played, and replays so"""
     agents: dict = field(default_factory=lambda: {"random": {}, "greedy": {}, "evolutionary": {}})
     """leaderboard name -> {agent: module or registered name (default: the name), Args fields}"""
 
@@ -143,6 +144,17 @@ class BenchConfig:
                  if k in fields}
         return module.Args(**given, **bench)
 
+    def catalog_for(self, env_id: str) -> int:
+        """The catalog version the suite plays `env_id` with (`catalog`)."""
+        from ..envs import ENV_IDS
+        from ..task import get_task
+        latest = get_task(ENV_IDS[env_id]).space.latest_catalog()
+        if self.catalog is None:
+            return latest
+        if type(self.catalog) is not int or self.catalog < 1:
+            raise ValueError(f"catalog must be a whole number >= 1 or null, got {self.catalog!r}")
+        return min(self.catalog, latest)
+
     def fingerprint(self) -> dict:
         """What must match for two runs to share one results file."""
         out = {"measure": self.measure, "hardware": self.hardware, "mode": self.mode,
@@ -151,9 +163,7 @@ class BenchConfig:
             out["budget"] = self.budget
         if self.measure in ("model", "table"):   # a line names it (`line_setting`)
             out["estimator"] = self.estimator
-        if self.catalog is not None:
-            out["catalog"] = self.catalog
-        return out
+        return out   # the catalog is per env: `catalog_for`
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

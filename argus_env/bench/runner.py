@@ -55,8 +55,7 @@ class Runner:
                       split=track, max_episode_steps=max(budget or c.budget, 1))
         if c.measure in ("model", "table"):
             kwargs["estimator"] = c.estimator
-        if c.catalog is not None:
-            kwargs["catalog"] = c.catalog
+        kwargs["catalog"] = c.catalog_for(env_id)
         env = gym.make(env_id, **kwargs)
         share(env, self._evaluators)
         return env
@@ -90,6 +89,12 @@ class Runner:
             done[R.line_key(line)] = line
         want = self.config.fingerprint()
         for line in done.values():
+            if line["env_id"] in self.config.env_ids() and \
+                    R.line_setting(line, "catalog") != self.config.catalog_for(line["env_id"]):
+                raise ValueError(f"{self.path} holds episodes of {line['env_id']} played with "
+                                 f"catalog {R.line_setting(line, 'catalog')}, this suite plays "
+                                 f"catalog {self.config.catalog_for(line['env_id'])}: use "
+                                 f"another --name or another --out-dir")
             got = {k: R.line_setting(line, k) for k in want}
             if got != want or (self.config.budgets
                                and line.get("budget") not in self.config.budget_axis()):

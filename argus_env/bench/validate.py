@@ -127,6 +127,8 @@ class Validator:
             # a line from before the field was priced by the analytic model, and is
             # replayed so (`make_env`): the replay's record names it
             rec.estimator = R.line_setting(line, "estimator")
+        if not rec.catalog:   # a line from before catalogs had versions played the first
+            rec.catalog = R.line_setting(line, "catalog")
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
         budget = line.get("budget")
         env = self.make_env(rec.env_id, rec, split, reward,

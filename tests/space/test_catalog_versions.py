@@ -99,3 +99,30 @@ def test_a_record_replays_under_the_catalog_it_names():
     # the same indices under catalog 1 are other actions (past its end, or undo/submit)
     older = dict(line, catalog=1)
     assert validate(older) != []
+
+
+def test_a_suite_plays_each_env_with_its_catalog():
+    from argus_env.bench.config import BenchConfig
+    newest = get_task("moe").space.latest_catalog()
+    assert BenchConfig(name="t").catalog_for("Argus-MoE-v0") == newest
+    assert BenchConfig(name="t", catalog=1).catalog_for("Argus-MoE-v0") == 1
+    # a version past a task's newest is that task's newest
+    assert BenchConfig(name="t", catalog=newest + 5).catalog_for("Argus-GEMM-v0") == \
+        get_task("gemm").space.latest_catalog()
+    with pytest.raises(ValueError, match="catalog"):
+        BenchConfig(name="t", catalog=0).catalog_for("Argus-MoE-v0")
+
+
+def test_a_results_file_of_another_catalog_is_not_resumed(tmp_path):
+    import json
+
+    from argus_env.bench.config import BenchConfig
+    from argus_env.bench.runner import Runner
+    cfg = BenchConfig(name="t", envs=["Argus-MoE-v0"], seeds=[0], budget=2,
+                      agents={"random": {}}, measure="model")
+    line = {"agent": "random", "env_id": "Argus-MoE-v0", "shape": "x", "seed": 0, "budget": 2,
+            "measure": "model", "hardware": "h200", "mode": "discrete", "reward": "default",
+            "estimator": "corrected"}      # no catalog: played the first
+    (tmp_path / "t.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="catalog 1"):
+        Runner(cfg, out_dir=tmp_path).pending()
