@@ -95,7 +95,11 @@ def catalog_variants(task, sizes: dict) -> dict:
                "bm128-g8-dn256": replace(ex, block_m=128, group_m=8, down_n=256),
                "bm128-g16-dn256": replace(ex, block_m=128, group_m=16, down_n=256),
                "bm128-g8-dn256-grid": replace(ex, block_m=128, group_m=8, down_n=256,
-                                              persistent=False)}
+                                              persistent=False),
+               # the weighted top-k sum as its own launch over (token, slot) rows, as the
+               # fused anchor does, instead of TOPK atomic adds into each output element
+               "bm128-g8-dn256-grid-sum": replace(ex, block_m=128, group_m=8, down_n=256,
+                                                  persistent=False, fuse_weight=False)}
     else:
         out = {"bm16-k128": replace(ex, block_m=16, block_k=128, num_warps=4),
                "bm16-k128-dn256": replace(ex, block_m=16, block_k=128, num_warps=4, down_n=256),
