@@ -85,9 +85,9 @@ def catalog_variants(task, sizes: dict) -> dict:
     the fused persistent program at the block sizes prefill (many rows per expert) and
     decode (few) want, with the grouped tile order and the wider down projection. Each is
     reachable from the baseline through the env's actions (the space checks it)."""
+    import importlib
     from dataclasses import replace
-    space_mod = __import__(type(task.space).__module__, fromlist=["EXPERT"])
-    ex = space_mod.EXPERT
+    ex = importlib.import_module(type(task.space).__module__).EXPERT
     rows = sizes["T"] * sizes["TOPK"] / sizes["E"]
     if rows >= 128:
         out = {"bm128": replace(ex, block_m=128),

@@ -89,12 +89,13 @@ class Runner:
             done[R.line_key(line)] = line
         want = self.config.fingerprint()
         for line in done.values():
-            if line["env_id"] in self.config.env_ids() and \
-                    R.line_setting(line, "catalog") != self.config.catalog_for(line["env_id"]):
-                raise ValueError(f"{self.path} holds episodes of {line['env_id']} played with "
-                                 f"catalog {R.line_setting(line, 'catalog')}, this suite plays "
-                                 f"catalog {self.config.catalog_for(line['env_id'])}: use "
-                                 f"another --name or another --out-dir")
+            if line["env_id"] in self.config.env_ids():
+                played = R.line_setting(line, "catalog")
+                plays = self.config.catalog_for(line["env_id"])
+                if played != plays:
+                    raise ValueError(f"{self.path} holds episodes of {line['env_id']} played "
+                                     f"with catalog {played}, this suite plays catalog {plays}: "
+                                     f"use another --name or another --out-dir")
             got = {k: R.line_setting(line, k) for k in want}
             if got != want or (self.config.budgets
                                and line.get("budget") not in self.config.budget_axis()):

@@ -102,8 +102,7 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         sizes = task.program_sizes(program, sizes)
     program = live_program(program, sizes, target.sms)
     k = program.kernel
-    finder = _MainDot(program)
-    finder.block(k.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    finder = typed_dots(program)
     runs = _dot_runs(k, sizes, target, finder.dots)
     dot = _main_dot(finder, runs, target)
     bm, bk, bn = dot["shape"] if dot else (16, 16, 16)
@@ -195,6 +194,15 @@ def extract(program: Program, sizes: dict[str, int], task=None, *, target: Targe
         busiest_segments=busiest[1], zero_filled=bool(set(program.info.atomic) &
                                                       set(program.info.outputs)),
         reduce_pass=reduce_pass, reduce_bytes=reduce_bytes, launches=max(1, len(info.grids)))
+
+
+def typed_dots(program: Program) -> "_MainDot":
+    """The program walked with types: every product it runs (`.dots`, in program order,
+    each with its tile shape and the tensors its operands come from: `.tensors`), the
+    main one (`.best`), and what its stores stage."""
+    finder = _MainDot(program)
+    finder.block(program.kernel.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    return finder
 
 
 class _MainDot:

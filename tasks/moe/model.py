@@ -27,7 +27,7 @@ from argus_env.dsl.program import Program
 from argus_env.ir import nodes as ir
 from argus_env.ir.live import live_program, persistent_loop
 from argus_env.ir.rewrite import walk
-from argus_env.measure.features import KernelFeatures
+from argus_env.measure.features import KernelFeatures, typed_dots
 from argus_env.measure.model import estimate as gemm_estimate
 from argus_env.target import Target, as_target
 
@@ -109,9 +109,7 @@ def _tiles(program: Program) -> tuple[int, int, int, int]:
     gate/up GEMM's, one with w_down the down GEMM's (the tensors are the task's signature,
     which a program cannot rename). The constants' names count for nothing; a program
     with no such product reads as the smallest MMA tile."""
-    from argus_env.measure.features import _MainDot
-    finder = _MainDot(program)
-    finder.block(program.kernel.body[1:], finder.typer.initial_scope(), depth=0, loop=None)
+    finder = typed_dots(program)
     up = down = None
     for d in finder.dots:
         b = finder.tensors(d["call"].arg("b"))

@@ -74,6 +74,9 @@ class MoEConfig:
 
 BASELINE = MoEConfig()
 EXPERT = MoEConfig(64, 128, 64, 8, 3, True, True, True, True, True, True, True)
+#: every pass fused, persistent grouped GEMMs, TMA: the fields the GPU tables' sets share
+FUSED = dict(fuse_gather=True, fuse_swiglu=True, fuse_scatter=True, inverse_scatter=True,
+             fuse_weight=True, persistent=True, tma=True)
 
 #: the intermediates a launch writes for a later one (the launcher allocates them)
 WORKSPACES = {"xs": ("P", "D"), "g": ("P", "F"), "u": ("P", "F"), "h": ("P", "F"),
@@ -135,10 +138,10 @@ def _tiles(c: MoEConfig, n: str, body: list[str], bn: str = "BN") -> list[str]:
                  "rows_in_group = A.minimum(NB - first, GROUP_M)",
                  "block = first + tile % rows_in_group",
                  f"col0 = tile % tiles_per_group // rows_in_group * {bn}"]
-        head = [f"num_n = A.cdiv({n}, {bn})", "tiles_per_group = GROUP_M * num_n"]
     else:
         order = ["block = tile // num_n", f"col0 = tile % num_n * {bn}"]
-        head = [f"num_n = A.cdiv({n}, {bn})"]
+    head = [f"num_n = A.cdiv({n}, {bn})"] + \
+        (["tiles_per_group = GROUP_M * num_n"] if c.group_m > 1 else [])
     if c.persistent:
         return [f"A.grid(A.minimum(A.num_sms(), NB * A.cdiv({n}, {bn})))", *head,
                 "for tile in A.range(A.program_id(0), NB * num_n, A.num_programs(0)):"] + \
@@ -383,15 +386,13 @@ SPACE = MoESpace()
 def table_configurations() -> list[MoEConfig]:
     """The configurations a GPU table records: baseline, expert, and the fused persistent
     program over block shapes, warps and stages (decode wants small BM, prefill large)."""
-    fused = dict(fuse_gather=True, fuse_swiglu=True, fuse_scatter=True, inverse_scatter=True,
-                 fuse_weight=True, persistent=True, tma=True)
     out = [BASELINE, EXPERT]
     for bm, bn, bk, warps, stages in ((16, 64, 64, 4, 3), (16, 128, 128, 4, 3),
                                       (32, 64, 64, 4, 3), (32, 128, 64, 4, 4),
                                       (64, 64, 64, 4, 3), (64, 128, 64, 4, 3),
                                       (128, 128, 64, 8, 3), (128, 64, 64, 4, 3),
                                       (64, 256, 64, 8, 3)):
-        out.append(MoEConfig(bm, bn, bk, warps, stages, **fused))
+        out.append(MoEConfig(bm, bn, bk, warps, stages, **FUSED))
     out.append(replace(EXPERT, persistent=False))
     out.append(replace(EXPERT, tma=False))
     return SPACE.legal_configurations(out, {})
@@ -401,15 +402,13 @@ def _grouped() -> tuple:
     """Catalog 2's configurations for the GPU tables (`record_programs.py --configs
     moe-grouped`): the fused persistent program with the grouped tile order and the wider
     down projection, at the block shapes prefill (128 rows) and decode (16 to 64) want."""
-    fused = dict(fuse_gather=True, fuse_swiglu=True, fuse_scatter=True, inverse_scatter=True,
-                 fuse_weight=True, persistent=True, tma=True)
     out = []
     for group, down in ((1, 256), (8, None), (8, 256), (16, 256)):
-        out.append(MoEConfig(128, 128, 64, 8, 3, group_m=group, down_n=down, **fused))
+        out.append(MoEConfig(128, 128, 64, 8, 3, group_m=group, down_n=down, **FUSED))
     out.append(MoEConfig(128, 128, 64, 8, 3, group_m=8, down_n=256,
-                         **{**fused, "persistent": False}))
-    out += [MoEConfig(16, 128, 128, 4, 3, down_n=256, **fused),
-            MoEConfig(32, 128, 64, 4, 4, group_m=8, **fused),
+                         **{**FUSED, "persistent": False}))
+    out += [MoEConfig(16, 128, 128, 4, 3, down_n=256, **FUSED),
+            MoEConfig(32, 128, 64, 4, 4, group_m=8, **FUSED),
             replace(EXPERT, group_m=8), replace(EXPERT, down_n=256)]
     return tuple(out)
 
