@@ -194,8 +194,8 @@ _SOURCES: "OrderedDict[str, str]" = OrderedDict()
 KERNEL_MEMORY = 4096
 _MEMO_LOCK = threading.Lock()   # the memos above, shared by the compile threads
 #: kernels of one program compiled at once, in threads: Triton's passes release the GIL
-#: and ptxas is a process of its own (8 MoE programs of 2 and 6 kernels on 2 cores: 17.2-17.7
-#: s one after another, 10.0-11.3 s in 2 threads)
+#: and ptxas is a process of its own (`benchmarks/compile_threads.py`: 8 MoE programs of 2
+#: and 6 kernels on 2 cores, 11.7-11.9 s one after another, 7.2-7.3 s in 2 threads)
 COMPILE_THREADS = max(1, min(4, os.cpu_count() or 1))
 _LOC_FILE = re.compile(r'loc\("[^"\n]*":(\d+):(\d+)\)')
 
