@@ -69,7 +69,6 @@ class Config:
     persistent: bool
     tma: bool
     bn_down: int = 0       # the down projection's BN (0: bn)
-    group_m: int = 1       # grouped tile order (1: row-major; never credited, see config)
 
 
 def _program_sizes(program: Program, sizes: dict) -> dict:
@@ -100,7 +99,7 @@ def config(program: Program) -> Config:
                   "y" in loads, "ys" in loads, "out" in program.info.atomic,
                   persistent_loop(k) is not None,
                   any(c.fn == "load" and isinstance(c.arg("tma"), ir.Const) and c.arg("tma").value
-                      for c in calls), bn_down, 1)
+                      for c in calls), bn_down)
 
 
 def _tiles(program: Program) -> tuple[int, int, int, int]:
@@ -137,7 +136,8 @@ def _gemm(c: Config, rows: int, n: int, kdim: int, experts: int, dots: int, targ
         mma=target.default_mma(c.warps, c.bm), tma_loads=c.tma,
         tma_store=tma_store, warp_specialize=False, persistent=c.persistent,
         grid_programs=min(target.sms, tiles) if c.persistent else tiles, tiles=tiles, split_k=1,
-        atomic_output=False, group_m=c.group_m, kmajor_b=False, operand_bytes=2, output_bytes=2,
+        atomic_output=False, group_m=1,  # never credited (see `config`)
+        kmajor_b=False, operand_bytes=2, output_bytes=2,
         k_iterations=max(1, -(-kdim // c.bk)),
         staging_bytes=stored_tiles * c.bm * c.bn * 2 if tma_store else 0,
         tma_pitches=tuple(pitches.items()) if c.tma else ())

@@ -134,7 +134,7 @@ def test_unused_constants_do_not_change_the_model_price():
     assert a["ms"] == pytest.approx(b["ms"], rel=1e-9)
     grouped = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, group_m=16)),
                                  sizes), sizes, "h200")
-    assert grouped["features"].group_m == 1 and grouped["ms"] == pytest.approx(a["ms"], rel=1e-9)
+    assert grouped["ms"] == pytest.approx(a["ms"], rel=1e-9)   # a grouped order is not credited
     wide = estimate(TASK.bind(SPACE.program(dataclasses.replace(EXPERT, down_n=256)), sizes),
                     sizes, "h200")
     assert wide["features"].bn_down == 256 and wide["features"].bn == 128
