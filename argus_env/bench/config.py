@@ -155,15 +155,19 @@ class BenchConfig:
             raise ValueError(f"catalog must be a whole number >= 1 or null, got {self.catalog!r}")
         return min(self.catalog, latest)
 
-    def fingerprint(self) -> dict:
-        """What must match for two runs to share one results file."""
+    def fingerprint(self, env_id: str | None = None) -> dict:
+        """What must match for two runs to share one results file; with the `env_id` of a
+        line this suite plays, also the catalog version it plays that env with
+        (`catalog_for`)."""
         out = {"measure": self.measure, "hardware": self.hardware, "mode": self.mode,
                "reward": self.reward}
         if not self.budgets:   # with a budget axis, a line's budget is one of them
             out["budget"] = self.budget
         if self.measure in ("model", "table"):   # a line names it (`line_setting`)
             out["estimator"] = self.estimator
-        return out   # the catalog is per env: `catalog_for`
+        if env_id in self.env_ids():
+            out["catalog"] = self.catalog_for(env_id)
+        return out
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -124,5 +124,5 @@ def test_a_results_file_of_another_catalog_is_not_resumed(tmp_path):
             "measure": "model", "hardware": "h200", "mode": "discrete", "reward": "default",
             "estimator": "corrected"}      # no catalog: played the first
     (tmp_path / "t.jsonl").write_text(json.dumps(line) + "\n")
-    with pytest.raises(ValueError, match="catalog 1"):
+    with pytest.raises(ValueError, match="'catalog': 1"):
         Runner(cfg, out_dir=tmp_path).pending()
