@@ -256,3 +256,18 @@ def test_a_submission_cannot_choose_the_correction_fit_it_is_priced_by(probe_lin
         assert board == [] and [p.field for p in problems] == ["hashes"], \
             [str(p) for p in problems]
         assert "correction" in problems[0].message
+
+
+def test_a_line_of_another_catalog_is_refused_before_any_replay(probe_lines, submission,
+                                                                monkeypatch):
+    """The suite's fingerprint for a line holds the catalog it plays that env with; a line
+    that names another one (its actions would be other transformations) is refused."""
+    replayed = []
+    real = V.Validator.replay
+    monkeypatch.setattr(V.Validator, "replay", lambda self, line: replayed.append(line) or
+                        real(self, line))
+    line = probe_lines["random"]
+    other = {**line, "catalog": int(line.get("catalog", 1)) + 1}
+    problems, board = check_submission(submission([other]))
+    assert board == [] and "catalog" in {p.field for p in problems}, [str(p) for p in problems]
+    assert replayed == []
