@@ -110,6 +110,36 @@ def catalog_variants(task, sizes: dict) -> dict:
     return {n: c for n, c in out.items() if task.space.hardware_reason(c, ctx) is None}
 
 
+def sweep_variants(task, sizes: dict) -> dict:
+    """Tile and pipeline choices around the best catalog program of the 2026-12-07 H100
+    run (`--sweep`): at prefill, the grouped, non-persistent program with the top-k sum as
+    its own launch, over stages, warps, the grouped order and BK; at decode, the small-BM
+    programs over stages, with and without the weight in the epilogue. All reachable by
+    the catalog's actions; those the target refuses are left out."""
+    import importlib
+    from dataclasses import replace
+    ex = importlib.import_module(type(task.space).__module__).EXPERT
+    out = {}
+    if sizes["T"] * sizes["TOPK"] / sizes["E"] >= 128:
+        base = replace(ex, block_m=128, group_m=8, down_n=256, persistent=False,
+                       fuse_weight=False)
+        for stages in (3, 4, 5):
+            for warps in (8, 4):
+                for group in (8, 16):
+                    for bk in (64, 32):
+                        out[f"sum-s{stages}-w{warps}-g{group}-k{bk}"] = replace(
+                            base, stages=stages, num_warps=warps, group_m=group, block_k=bk)
+    else:
+        for name, base in (("bm16-k128", replace(ex, block_m=16, block_k=128, num_warps=4)),
+                           ("bm64-dn256", replace(ex, down_n=256))):
+            for stages in (3, 4, 5):
+                for weight in (True, False):
+                    out[f"{name}-s{stages}{'' if weight else '-sum'}"] = replace(
+                        base, stages=stages, fuse_weight=weight)
+    ctx = {"sizes": sizes}
+    return {n: c for n, c in out.items() if task.space.hardware_reason(c, ctx) is None}
+
+
 def fused_module(task):
     """`tasks/moe/fused_anchor.py`, imported beside the task's own modules."""
     import importlib
@@ -281,6 +311,9 @@ def main(argv=None) -> int:
     ap.add_argument("--catalog", action="store_true",
                     help="also time catalog-reachable configurations per shape "
                          "(catalog_variants) against both anchors")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time stages, warps, grouped order and BK around the best "
+                         "catalog programs (sweep_variants)")
     ap.add_argument("--tune-rep-ms", type=int, default=10,
                     help="do_bench rep per tuning candidate")
     args = ap.parse_args(argv)
@@ -323,6 +356,9 @@ def main(argv=None) -> int:
         if args.catalog and not args.anchors_only:
             programs.update({f"catalog:{n}": task.space.program(c)
                              for n, c in catalog_variants(task, sizes).items()})
+        if args.sweep and not args.anchors_only:
+            programs.update({f"catalog:{n}": task.space.program(c)
+                             for n, c in sweep_variants(task, sizes).items()})
         for which, base in programs.items():
             program = task.bind(base, sizes)
             try:

@@ -135,6 +135,14 @@ class Args:
     """env steps of one played episode, the final submit included"""
     shape: str | None = None
     """shape `run` plays (None: drawn from the env's split)"""
+    no_repeats: bool = False
+    """play the argmax among the actions not yet taken from the current program (a program
+    met again takes its next-best action, so the policy does not cycle, e.g. toggling one
+    flag back and forth); off: the plain argmax, as the committed boards were played"""
+    sample: bool = False
+    """draw each action from the policy's distribution (the softmax of the masked logits,
+    seeded by `seed`) instead of taking its argmax; with `no_repeats`, among the actions
+    not yet taken from the current program"""
     eval_split: str = "test"
     """split of the held-out shapes `evaluate` plays"""
     eval_shapes: list | None = None
@@ -287,8 +295,19 @@ class Policy:
             # the module masks already; masking again keeps a foreign module honest
             return mask_logits(out[Columns.ACTION_DIST_INPUTS], mask)[0].numpy()
 
-    def act(self, obs: dict) -> int:
-        return int(np.argmax(self.logits(obs)))
+    def act(self, obs: dict, tried: set[int] = frozenset(), rng=None) -> int:
+        """The argmax of the masked logits (with `rng`, a draw from their softmax), among
+        the actions not in `tried` where any legal one is left."""
+        logits = self.logits(obs).astype(np.float64)
+        left = logits > -1e30          # legal: masked logits sit at float32's most negative
+        left[list(tried)] = False
+        if not left.any():
+            left = logits > -1e30
+        if rng is None:
+            return int(np.argmax(np.where(left, logits, -np.inf)))
+        z = np.where(left, logits - logits[left].max(), -np.inf)
+        p = np.exp(z)
+        return int(rng.choice(len(p), p=p / p.sum()))
 
 
 @functools.lru_cache(maxsize=4)
@@ -329,8 +348,12 @@ def _play(env, args: Args, progress=None, *, policy: Policy) -> EpisodeRecord:
     obs, info = env.reset(seed=args.seed, options={"shape": args.shape} if args.shape else None)
     rec.start(info)
     submit = env.unwrapped.catalog.index(("submit", None))
+    tried: dict[str, set[int]] = {}   # program text -> actions taken from it (`no_repeats`)
+    rng = np.random.default_rng(args.seed) if args.sample else None
     while True:
-        a = submit if rec.rec.steps >= args.budget - 1 else policy.act(obs)
+        here = tried.setdefault(info["program"], set()) if args.no_repeats else set()
+        a = submit if rec.rec.steps >= args.budget - 1 else policy.act(obs, here, rng)
+        here.add(a)
         obs, reward, terminated, truncated, info = env.step(a)
         rec.step(a, reward, info)
         if progress:

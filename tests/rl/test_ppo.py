@@ -94,6 +94,55 @@ def test_plays_as_an_agent_without_masked_actions(trained, tmp_path):
     assert again.actions == rec.actions, "greedy play should be deterministic"
 
 
+class Pairs(gym.Wrapper):
+    """Notes the (program, action) pair of every step."""
+
+    def reset(self, **kw):
+        self.pairs, (obs, info) = [], self.env.reset(**kw)
+        self.program = info["program"]
+        return obs, info
+
+    def step(self, action):
+        self.pairs.append((self.program, int(action)))
+        obs, r, term, trunc, info = self.env.step(action)
+        self.program = info["program"]
+        return obs, r, term, trunc, info
+
+
+def test_no_repeats_and_sampling_play_legal_actions_without_cycles(trained, tmp_path):
+    """`no_repeats`: from a program met again the policy takes an action it has not taken
+    from it; `sample`: draws from the policy, reproducibly per seed; neither plays a
+    masked action."""
+    ppo, args, path, _, _ = trained
+    module = load_agent("ppo")
+    for extra in ({"no_repeats": True}, {"no_repeats": True, "sample": True}):
+        env = Pairs(MaskAudit(gym.make("Argus-GEMM-v0", correctness="none",
+                                       max_episode_steps=50), str(tmp_path / "play.jsonl")))
+        margs = module.Args(checkpoint=path, budget=12, seed=3, shape="decode-16", **extra)
+        rec = module.run(env, margs)
+        assert env.env.violations == 0 and rec.submitted, rec.action_labels
+        assert len(set(env.pairs)) == len(env.pairs), (extra, rec.action_labels)
+        again = module.run(MaskAudit(gym.make("Argus-GEMM-v0", correctness="none")), margs)
+        assert again.actions == rec.actions, extra
+
+
+def test_act_skips_tried_and_masked_actions():
+    from argus_env.agents.rl import ppo
+    import numpy as np
+    policy = ppo.Policy.__new__(ppo.Policy)
+    floor = np.finfo(np.float32).min
+    policy.logits = lambda obs: np.array([3.0, 2.0, floor, 1.0], dtype=np.float32)
+    assert policy.act({}) == 0
+    assert policy.act({}, {0}) == 1
+    assert policy.act({}, {0, 1}) == 3            # 2 is masked
+    assert policy.act({}, {0, 1, 3}) == 0         # nothing legal left untried: the argmax
+    rng = np.random.default_rng(0)
+    draws = {policy.act({}, {1}, rng) for _ in range(200)}
+    assert draws == {0, 3}, draws                 # never the tried one nor the masked one
+    a = [policy.act({}, set(), np.random.default_rng(7)) for _ in range(5)]
+    assert len(set(a)) == 1, "a seeded draw repeats"
+
+
 def test_argus_bench_plays_a_checkpoint(trained, tmp_path, capsys):
     """A trained policy joins a suite as `ppo: {checkpoint: PATH}` (here a template naming
     one policy per env and seed, as the committed leaderboard does); its line replays."""
