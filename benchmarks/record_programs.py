@@ -143,7 +143,7 @@ PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "co
 #: attribute of the task's space module holding them
 CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
                "model-top": ("gemm", "model-top"), "gemm-expert": ("gemm", "EXPERT"),
-               "moe-grouped": ("moe", "GROUPED")}
+               "moe-grouped": ("moe", "GROUPED"), "moe-summed": ("moe", "SUMMED")}
 #: `model-top`: at each of these GEMM shapes (the suite's furthest below cuBLAS), the
 #: configurations the corrected cost model of `TOP_HARDWARE` ranks fastest among
 #: `TOP_POOL` mask-legal ones drawn at random, `TOP_N` of those the tables lack

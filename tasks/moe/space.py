@@ -414,3 +414,22 @@ def _grouped() -> tuple:
 
 
 GROUPED = _grouped()
+
+
+def _summed() -> tuple:
+    """The grouped programs with the weighted top-k sum as its own launch instead of TOPK
+    atomic adds (`fuse_weight(False)`, the fused anchor's structure), one program per tile,
+    for the GPU tables (`record_programs.py --configs moe-summed`): at prefill over stages,
+    the grouped order and BK; at decode the small-block programs over stages."""
+    out = []
+    for stages, group, bk in ((3, 8, 64), (3, 16, 64), (4, 8, 64), (4, 16, 64), (3, 8, 32),
+                              (4, 8, 32), (5, 8, 32), (5, 16, 32)):
+        out.append(MoEConfig(128, 128, bk, 8, stages, group_m=group, down_n=256,
+                             **{**FUSED, "persistent": False, "fuse_weight": False}))
+    for stages in (3, 4, 5):
+        out.append(replace(EXPERT, down_n=256, stages=stages, fuse_weight=False))
+    out.append(MoEConfig(16, 128, 128, 4, 3, **{**FUSED, "fuse_weight": False}))
+    return tuple(out)
+
+
+SUMMED = _summed()
