@@ -122,7 +122,8 @@ def test_every_query_of_a_check_is_asked_in_a_context_of_its_own(monkeypatch):
     assert report.status == "proven", report.render()
     assert len(contexts) >= report.queries > 0
     assert all(c is not z3.main_ctx() for c in contexts)
-    assert len({id(c) for c in contexts}) == 1  # one context for the check
+    # the check's own: one for its queries, one for their radix forms (`Checker._forms`)
+    assert len({id(c) for c in contexts}) <= 2
     again = check_program(program, KVH4_CAUSAL, ATTENTION)
     assert again.to_dict() | {"milliseconds": 0} == report.to_dict() | {"milliseconds": 0}
 

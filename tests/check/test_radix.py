@@ -5,7 +5,7 @@ import random
 
 import z3
 
-from argus_env.check.symbolic.checker import FAST_RLIMIT
+from argus_env.check.symbolic.checker import FAST_RLIMIT, RADIX_RLIMIT
 from argus_env.check.symbolic.radix import radix_form
 
 
@@ -53,10 +53,73 @@ def test_grouped_swizzle_injective_within_the_fast_limit():
     assert z3.Solver().check(bad) == z3.sat
 
 
-def test_no_chain_no_rewrite():
+def test_no_division_no_rewrite():
     v = z3.Int("v")
-    assert radix_form(z3.And(v % 6 == 1, v / 4 == 2)) is None  # 4 and 6: no chain
     assert radix_form(v + 1 > 0) is None
+
+
+def test_a_divisor_off_the_chain_stays_a_division_of_v():
+    """4 and 6 form no chain: the digits are those of 6 (of two chains of one, the
+    larger), and `v / 4` stays a division of v, which the digits equal: the same models."""
+    v = z3.Int("v")
+    f = z3.And(v % 6 == 1, v / 4 == 2)
+    g = radix_form(f)
+    assert g is not None and "v/4" in str(g).replace(" ", "") and "v%6" not in str(g)
+    for value in range(-30, 30):
+        s = z3.Solver()
+        s.add(g, v == value)
+        assert (s.check() == z3.sat) == (value % 6 == 1 and value // 4 == 2), value
+
+
+def _grouped(v, blocks, group, col_tiles, col_rows=True):
+    """MoE's grouped order (`tasks/moe/space.py`) as the checker writes it: the last
+    group's rows min(blocks - first, group) expanded into one case per value it can take
+    (`solver._divmod`), so `v % rows` is a remainder by 15 beside 16 at 1151 blocks.
+    `col_rows` False: a seeded bug, the column stepped by the group's width everywhere."""
+    per_group = group * col_tiles
+    first = v / per_group * group
+    rows = z3.If(group >= blocks - first, blocks - first, group)
+    block, col = v % group, v % per_group / group
+    for c in range(max(1, blocks - (blocks - 1) // group * group), group):
+        block = z3.If(rows == c, v % c, block)
+        if col_rows:
+            col = z3.If(rows == c, v % per_group / c, col)
+    return (first + block) * 128, col * 256
+
+
+def _radix_check(f):
+    s = z3.SimpleSolver()
+    s.set("rlimit", RADIX_RLIMIT)
+    s.add(radix_form(f))
+    return s.check()
+
+
+def _two_instances(blocks, group, col_tiles, col_rows=True):
+    v1, v2 = z3.Ints("v1 v2")
+    tiles = blocks * col_tiles
+    a = _grouped(v1, blocks, group, col_tiles, col_rows)
+    b = _grouped(v2, blocks, group, col_tiles, col_rows)
+    return z3.And(v1 >= 0, v1 < tiles, v2 >= 0, v2 < tiles, v1 != v2,
+                  a[0] == b[0], a[1] == b[1])
+
+
+def test_a_grouped_order_with_a_short_last_group_is_injective_within_the_radix_limit():
+    """The divisors of v are 15, 16 and 16 * col_tiles, no chain: the digits of 16 and
+    16 * col_tiles make the two-instance query linear but for the short group's
+    remainders, and z3's core proves it within `RADIX_RLIMIT` (the default solver took
+    up to seconds at these sizes)."""
+    for blocks, group, col_tiles in ((1151, 16, 8), (1151, 16, 3), (3000, 16, 6),
+                                     (1151, 8, 16), (35, 16, 6), (2047, 8, 6)):
+        assert _radix_check(_two_instances(blocks, group, col_tiles)) == z3.unsat, \
+            (blocks, group, col_tiles)
+
+
+def test_a_seeded_bug_in_the_short_group_is_never_proven():
+    """The column stepped by the group's width in the short last group too: two tiles of
+    that group share an origin; the rewrite keeps the model (never `unsat`)."""
+    bad = _two_instances(1151, 16, 8, col_rows=False)
+    assert _radix_check(bad) != z3.unsat
+    assert z3.Solver().check(bad) == z3.sat
 
 
 def test_tile_terms_worked_out_in_python_fold_as_z3_does():

@@ -54,6 +54,11 @@ FAST_RLIMIT = 20_000
 #: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
 #: about 10 ms of search, per case where it is split
 DIGITS_RLIMIT = 100_000
+#: the work the radix form of a query may do (`_radix_unsat`): about 10 to 50 ms of search.
+#: Two-instance queries of a grouped tile map whose last group is short (a remainder by its
+#: row count, no digit) can need more than the fast try's: 1,600 such maps (1 to 10,007
+#: blocks, GROUP_M 2 to 16, 1 to 112 column tiles) were all proven within half of this
+RADIX_RLIMIT = 100_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -168,6 +173,9 @@ class Checker:
         self._link_names: dict = {}  # id(grid-stride link) -> (link, its variables' names)
         #: the check's own z3 context: every query is asked there (`isolated`)
         self.scope = Scope()
+        #: the radix forms' own context (`_radix_unsat`): the terms a rewrite makes would
+        #: renumber the check's, and with them the default solver's later searches
+        self._forms = Scope()
         self._fast: z3.Solver | None = None  # the first try of every query (`ask`)
         self._fast_budget: int | None = None  # the timeout it was last given
 
@@ -350,8 +358,11 @@ class Checker:
         is asked of its rewritten forms (`_radix_unsat`, `_digits_unsat`: `unsat` only)
         and then of the default solver with the query's whole budget, and only that
         solver's `unknown` leaves the obligation undecided (in a counterexample search,
-        `source` "fast", whose queries mostly have models, the rewritten forms come after
-        the default solver, where it leaves the query `unknown`). With `realise` (a model the
+        `source` "fast", whose queries mostly have models, the digits form, split into
+        cases, comes after the default solver, where it leaves the query `unknown`; the
+        radix form, one try within `RADIX_RLIMIT`, comes first in every search: a
+        two-instance query of a grouped tile map that has no model is settled there, not
+        by the default solver's clock). With `realise` (a model the
         pack's `exclude` hook judges: a pack may search for the inputs that realise the
         facts a model fixes), the fast try answers only `unsat`: a model comes from the
         default solver, whose models those searches are made for (unless `source` is
@@ -383,8 +394,10 @@ class Checker:
             if forms:
                 self._fast = None  # a cancelled search: the next query starts a fresh solver
                 # the rewritten forms show only `unsat`: a counterexample search (`source`
-                # "fast"), whose queries have models, asks them after the default solver
-                if source != "fast" and (self._radix_unsat(facts) or self._digits_unsat(facts)):
+                # "fast"), whose queries have models, asks the digits form (case splits)
+                # after the default solver; the radix form is one bounded try
+                if self._radix_unsat(facts) or \
+                        (source != "fast" and self._digits_unsat(facts)):
                     return z3.unsat, None
             budget = self.query_timeout_ms()
         else:
@@ -396,8 +409,7 @@ class Checker:
         if r == z3.unknown:
             reason = s.reason_unknown()
             _interrupted(reason)
-            if forms and source == "fast" and \
-                    (self._radix_unsat(facts) or self._digits_unsat(facts)):
+            if forms and source == "fast" and self._digits_unsat(facts):
                 return z3.unsat, None
             self.undecided(what, f"the solver answered unknown: {reason}")
             return r, None
@@ -439,14 +451,16 @@ class Checker:
         """Whether the facts the fast try left undecided are proven unsatisfiable once the
         divisions and remainders of one variable by a chain of constants are written in its
         mixed-radix digits (`radix`: the same models, a linear formula), by z3's SMT core
-        with the fast try's work limit. Only `unsat` is taken: a model, or no answer, is
-        asked of the default solver as before. (The rewrite is made in the check's own
-        context, like every term of its queries: a check makes the same terms in every
-        process.)"""
-        rewritten = radix_form(facts)
+        with `RADIX_RLIMIT` (a work limit, not the clock: the same answer on a loaded
+        machine). Only `unsat` is taken: a model, or no answer, is asked of the default
+        solver as before. (The rewrite is made in a context of the check's own, `_forms`,
+        apart from the one of its queries: a check makes the same terms in every process,
+        and the rewrites leave the numbering of its queries' terms as it was.)"""
+        rewritten = radix_form(self._forms.into([facts]))
         if rewritten is None:
             return False
-        s = fast_solver(self.scope)
+        s = fast_solver(self._forms)
+        s.set("rlimit", RADIX_RLIMIT)
         s.set("timeout", self.query_timeout_ms())
         s.add(rewritten)
         return s.check() == z3.unsat
@@ -642,6 +656,7 @@ class Checker:
         finally:  # the check's z3 context goes with its last query (`isolated`)
             self._fast = None
             self.scope.close()
+            self._forms.close()
 
     def _run(self) -> InvariantReport:
         t0 = time.perf_counter()

@@ -8,7 +8,11 @@ core about 15 times its work at 1024^3). Where the constants dividing `v` form a
 8 | 512), `v` has one set of mixed-radix digits: v = 512*Q + 8*d1 + d0 with 0 <= d0 < 8
 and 0 <= d1 < 64, and every quotient and remainder of `v` by a constant of the chain is a
 sum of digits (v // 8 = 64*Q + d1, v % 512 = 8*d1 + d0, v % 512 // 8 = d1): the formula
-becomes linear, and its size no longer shows in the work.
+becomes linear, and its size no longer shows in the work. Where the constants do not all
+form one chain (a grouped order's short last group divides `v` by its own row count too:
+`v % 15` beside `v % 16` and `v // 256`), a chain among them (`_chain`) gives the digits, and
+the other divisions stay as they are, of `v`, which the digits equal: z3 is left only the
+few cases those divisions take once the digits bound them.
 
 The rewritten formula states v = 512*Q + 8*d1 + d0 and the digits' ranges, and replaces
 only the terms it rewrote exactly (Euclidean division by a positive constant, which is
@@ -38,9 +42,7 @@ def radix_form(f: z3.BoolRef) -> z3.BoolRef | None:
     digits = {}  # variable id -> (variable, its linear form over digits, digit ranges)
     ctx = f.ctx
     for key, (var, divisors) in list(chains.items())[:MAX_VARS]:
-        cs = sorted(divisors)
-        if any(b % a for a, b in zip(cs, cs[1:])):
-            continue  # not a chain: no digits (left to z3)
+        cs = _chain(divisors)
         name = var.decl().name()
         weights = [1] + cs  # d0 (weight 1) ... then Q with the largest divisor's weight
         form, ranges = {}, []
@@ -69,6 +71,21 @@ def radix_form(f: z3.BoolRef) -> z3.BoolRef | None:
         ties.append(var == _term(({k: w for k, (_, w, _) in form.items()}, 0), form, ctx))
         ties += ranges
     return z3.And(z3.substitute(f, *pairs), *ties)
+
+
+def _chain(divisors) -> list:
+    """A chain (each divides the next) among `divisors`, ascending: from each divisor
+    down, every smaller one that divides the last taken; the longest of those (ties: the
+    larger top). Every divisor, where they all form one."""
+    best = []
+    for top in sorted(divisors, reverse=True):
+        cs = [top]
+        for d in sorted(divisors, reverse=True):
+            if d < cs[-1] and cs[-1] % d == 0:
+                cs.append(d)
+        if len(cs) > len(best):
+            best = cs
+    return best[::-1]
 
 
 def _divmods(f) -> list:

@@ -233,8 +233,10 @@ def _two_writes(ck, w, w2) -> tuple[list, object, object]:
     c1, c2 = ck.vars.copier("~1"), ck.vars.copier("~2")
     distinct = z3.BoolVal(True)
     if same:
-        diffs = [c1(p) != c2(p) for p in ck.pids] + \
-            [c1(v) != c2(v) for v in _instance_vars(w)] + \
+        # the instances as `_differ` names them: a grid-stride loop's (program id,
+        # iteration) by its linear index, one-to-one with the pair (`loops._grid_stride`),
+        # so that the solver need not invert v = pid + t*step to tell them apart
+        diffs = [c1(v) != c2(v) for v in _differ_vars(ck, w)] + \
             [c1(AXES[i]) != c2(AXES[i]) for i in range(len(w.shape))]
         distinct = Or(*diffs) if diffs else z3.BoolVal(False)
     cons = [c1(p) for p in w.path] + [c2(p) for p in w2.path]
