@@ -8,7 +8,8 @@ measurement, numerics under the Triton interpreter).
   numerical check in the worker (Triton interpreter at the reduced shapes), cost model;
 - phases: per uncached step, the evaluator's own timings (`Evaluation.timings`): the
   invariant check, the numerics (the wait for the worker's answers after the check), the
-  compile for sm_90 (the compiler's own seconds, overlapping the numerics) and the cost
+  compile for sm_90 (the compiler's own seconds, overlapping the numerics; run to the
+  stage `measure.legality.verdict_stage` names, recorded in the provenance) and the cost
   model, with where each compile verdict came from;
 - cached: the same actions replayed after a reset, so every program is known and a step
   costs the transformation, the observation and the reward (a program whose check was
@@ -150,9 +151,10 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         ap.error(f"unknown task {unknown[0]!r}; registered: {', '.join(TASKS)}")
+    from argus_env.measure.legality import verdict_stage
     result = {"provenance": {**provenance(), "cache_dir": "given" if args.cache_dir else
-                             "empty temporary folder"}, "targets": TARGETS, "steps_per_task": args.steps,
-              "tasks": {}}
+                             "empty temporary folder", "verdict_stage": verdict_stage()},
+              "targets": TARGETS, "steps_per_task": args.steps, "tasks": {}}
     for name in names:
         result["tasks"][name] = bench_task(name, TASKS[name].env_id, args.steps, args.seed)
         print(name, json.dumps({k: v for k, v in result["tasks"][name].items()

@@ -10,7 +10,8 @@ The kernel must be imported compiled, not interpreted, and a process runs kernel
 one mode only, so `compile_for` runs the compile in a child process; `compile_hopper` is
 `compile_for` on the default (H200) target.
 
-    python -m argus_env.lower.aot FILE.py [--wide NAME,...|all] [--target NAME]   # JSON summary
+    python -m argus_env.lower.aot FILE.py [--wide NAME,...|all] [--target NAME] \
+        [--sizes JSON] [--until alloc|ptx|cubin]                                   # JSON summary
 
 `wide` names the pointer tensors compiled with 64-bit offsets (the launcher's `I64_<name>`
 flags, set for tensors that span 2**31 elements or more); by default none are.
@@ -50,6 +51,7 @@ class AotResult:
     registers: int = 0          # registers per thread (ptxas, from the cubin)
     stack_bytes: int = 0        # per-thread stack frame (spilled registers, local arrays)
     remembered: int = 0         # kernels whose figures this process had (`_KERNELS`)
+    stage: str = "cubin"        # how far the compiler ran (`STAGES`): figures past it are 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,16 +104,18 @@ def cubin_resources(cubin: bytes) -> tuple[int, int]:
 
 
 def _compile_here(program: Program, target: Target, wide=(), scratch: bool = False,
-                  sizes: dict | None = None) -> AotResult:
+                  sizes: dict | None = None, until: str = "cubin") -> AotResult:
     """Compile in this process (which must not interpret kernels). `scratch`: Triton's
     on-disk cache goes to a private temporary folder, removed afterwards (a compile
     service meets many programs once each; Triton's cache would keep every one)."""
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("ahead-of-time compilation needs TRITON_INTERPRET unset or 0")
-    if not scratch:
-        return _compile_kernels(program, target, wide, sizes)
+    if until not in _DEPTH:
+        raise ValueError(f"until must be one of {STAGES}, got {until!r}")
+    if not scratch or until != "cubin":  # a partial compile writes no Triton cache
+        return _compile_kernels(program, target, wide, sizes, until)
     with _private_triton_cache("argus-aot-"):
-        return _compile_kernels(program, target, wide, sizes)
+        return _compile_kernels(program, target, wide, sizes, until)
 
 
 @contextlib.contextmanager
@@ -173,11 +177,13 @@ def warm_up(arch: int = 90) -> float:
 
 
 def compile_answer(program: Program, target: str = DEFAULT_HARDWARE,
-                   sizes: dict | None = None) -> dict:
+                   sizes: dict | None = None, until: str = "cubin") -> dict:
     """The compile worker's answer (`measure.worker`, op "compile"): `compile_for`'s
     figures as a dict, with `status` "ok" or "compile"; `sizes`: the launch's sizes, whose
-    specialisation the compile takes (`specialization`)."""
-    result = _compile_here(program, load_target(target), scratch=True, sizes=sizes)
+    specialisation the compile takes (`specialization`); `until`: how far the compiler
+    runs (`STAGES`)."""
+    result = _compile_here(program, load_target(target), scratch=True, sizes=sizes,
+                           until=until)
     return {"status": "ok" if result.ok else "compile", **result.to_dict()}
 
 
@@ -276,32 +282,170 @@ def _remember(memo: OrderedDict, key: str, value) -> None:
             memo.popitem(last=False)
 
 
-def _kernel_figures(src, gpu_target, options: dict) -> dict:
-    """One kernel's figures: remembered by `_kernel_key` (found by `_source_key` first),
-    else compiled from the front end's module already made for the key (raises what
-    `triton.compile` raises)."""
+#: how far a compile runs, shallowest first (`compile_answer`'s `until`):
+#:
+#: - "alloc": Triton's front end, TTIR and TTGIR stages, and its LLVM stage's passes up to
+#:   and including its shared-memory (and tensor-memory) allocation, run exactly as
+#:   Triton's `make_llir` runs them (`_ALLOC_PREFIX`), then stopped: the kernel's shared
+#:   memory and warp count are Triton's final figures there (the later passes lower the
+#:   allocated program to LLVM and do not allocate), and every refusal recorded so far
+#:   comes from these stages (`benchmarks/compile_stages.py`); no PTX, no ptxas;
+#: - "ptx": Triton's whole pipeline up to PTX (wgmma and TMA counts), without ptxas;
+#: - "cubin": the whole pipeline, ptxas included (registers and stack), `triton.compile`.
+#:
+#: A refusal at any stage is the compiler's refusal; figures of stages not run are 0.
+STAGES = ("alloc", "ptx", "cubin")
+_DEPTH = {s: i for i, s in enumerate(STAGES)}
+
+#: the statements of Triton's NVIDIA `make_llir` that run before its shared-memory
+#: allocation's first dependent pass, as `_allocated` replays them; where the installed
+#: Triton's `make_llir` does not start with them, "alloc" compiles run to "ptx" instead
+_ALLOC_PREFIX = (
+    "passes.ttgpuir.add_combine_tensor_select_and_if(pm)",
+    'passes.ttgpuir.add_allocate_warp_groups(pm, is_enabled(options, "consan"))',
+    "passes.convert.add_scf_to_cf(pm)",
+    "passes.gluon.add_inliner(pm)",
+    "nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, capability, ptx_version)",
+    "nvidia.passes.ttnvgpuir.add_allocate_tensor_memory(pm)",
+)
+_PREFIX_OK: bool | None = None
+
+
+def _prefix_matches() -> bool:
+    """Whether the installed Triton's `make_llir` runs `_ALLOC_PREFIX` first (after its
+    sanitizer options, which Argus never sets), in that order, before any other pass."""
+    global _PREFIX_OK
+    if _PREFIX_OK is None:
+        try:
+            import inspect
+
+            from triton.backends.nvidia.compiler import CUDABackend
+            lines = [ln.strip() for ln in inspect.getsource(CUDABackend.make_llir).splitlines()]
+            adds = [ln for ln in lines if ln.startswith(("passes.", "nvidia.passes."))]
+            guarded = {"passes.ttgpuir.add_global_sanitizer(pm)",
+                       'passes.ttgpuir.add_prepare_consan_captures(pm, "nvidia")'}
+            adds = [ln for ln in adds if ln not in guarded]
+            _PREFIX_OK = tuple(adds[:len(_ALLOC_PREFIX)]) == _ALLOC_PREFIX
+        except Exception:  # noqa: BLE001 - no source to compare: the whole stage runs
+            _PREFIX_OK = False
+    return _PREFIX_OK
+
+
+def _sanitized(options) -> bool:
+    """Whether Triton's sanitizers (which add passes around the allocation) are on."""
+    from triton._instrumentation import is_enabled
+    return any(is_enabled(options, mode) for mode in ("gsan", "consan", "fpsan"))
+
+
+def _allocated(module, backend, options, capability: int) -> None:
+    """Run the start of Triton's `make_llir` on the TTGIR `module` in place: the passes
+    of `_ALLOC_PREFIX`, in one pass manager, as Triton does without its sanitizers
+    (raises what it raises)."""
+    from triton._C.libtriton import ir, nvidia, passes
+    from triton.backends.nvidia.compiler import get_ptx_version_from_options
+    ptx_version = get_ptx_version_from_options(options, backend.target.arch)
+    pm = ir.pass_manager(module.context)
+    pm.enable_debug()
+    passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+    passes.ttgpuir.add_allocate_warp_groups(pm, False)   # consan is off (`_sanitized`)
+    passes.convert.add_scf_to_cf(pm)
+    passes.gluon.add_inliner(pm)
+    nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, capability, ptx_version)
+    nvidia.passes.ttnvgpuir.add_allocate_tensor_memory(pm)
+    pm.run(module, "make_llir")
+
+
+def _partial_figures(src, gpu_target, options: dict, module, until: str) -> dict:
+    """A kernel's figures from Triton's stages run in this process up to `until` ("alloc"
+    or "ptx"), each stage Triton's own function with the options and metadata
+    `triton.compile` gives it (no Triton cache: nothing of a partial compile is kept);
+    `module`: the front end's TTIR already made for the memo key, or None."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars, ir
+    from triton.compiler.compiler import make_backend
+    backend = make_backend(gpu_target)
+    parsed = backend.parse_options(dict(options, **src.parse_options()))
+    if module is None:
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(gpu_target, parsed, backend.get_codegen_implementation(parsed),
+                             backend.get_module_map(), context)
+        module.context = context
+    metadata = {"target": gpu_target, **parsed.__dict__,
+                **get_cache_invalidating_env_vars()}
+    stages: dict = {}
+    backend.add_stages(stages, parsed, src.language)
+    names = list(stages)
+    capability = backend._parse_arch(parsed.arch)
+    if until == "alloc" and _sanitized(parsed):
+        until = "ptx"   # its passes are not `_allocated`'s: Triton's own stage runs
+    for ext in names[names.index(src.ext):]:
+        if ext == "llir" and until == "alloc":
+            _allocated(module, backend, parsed, capability)
+            warps = module.get_int_attr("ttg.total-num-warps")
+            return {"shared": int(module.get_int_attr("ttg.shared") or 0),
+                    "num_warps": int(warps if warps is not None else parsed.num_warps),
+                    "registers": 0, "stack_bytes": 0, "wgmma": 0, "tma_loads": 0,
+                    "stage": "alloc"}
+        module = stages[ext](module, metadata)
+        if ext == "ptx":
+            return {"shared": int(metadata["shared"]), "num_warps": int(metadata["num_warps"]),
+                    "registers": 0, "stack_bytes": 0,
+                    "wgmma": module.count("wgmma.mma_async"),
+                    "tma_loads": module.count("cp.async.bulk.tensor"), "stage": "ptx"}
+    raise RuntimeError(f"Triton's NVIDIA stages have no {until!r}: {names}")
+
+
+#: the figures each stage adds (those of a later stage are 0 in an earlier one's answer)
+_ADDED = {"ptx": ("wgmma", "tma_loads"), "cubin": ("registers", "stack_bytes")}
+
+
+def _as_of(figures: dict, until: str) -> dict:
+    """Figures remembered from a compile that ran at least to `until`, as a compile run
+    to `until` gives them: a program's answer does not depend on what the process
+    compiled before."""
+    out = dict(figures, stage=until)
+    for stage, names in _ADDED.items():
+        if _DEPTH[stage] > _DEPTH[until]:
+            out.update({n: 0 for n in names})
+    return out
+
+
+def _kernel_figures(src, gpu_target, options: dict, until: str = "cubin") -> dict:
+    """One kernel's figures, from the compiler run up to `until` (`STAGES`): remembered
+    by `_kernel_key` (found by `_source_key` first; figures of a compile that ran at
+    least as far serve), else compiled from the front end's module already made for the
+    key (raises what the compiler raises)."""
     import triton
+    if until == "alloc" and not _prefix_matches():
+        until = "ptx"
+    depth = _DEPTH[until]
     quick = _source_key(src, gpu_target, options)
     with _MEMO_LOCK:
         key = _SOURCES.get(quick) if quick is not None else None
-        known = key is not None and key in _KERNELS
+        known = key is not None and key in _KERNELS and \
+            _DEPTH[_KERNELS[key].get("stage", "cubin")] >= depth
     module = None
     if not known:
         key, module = _front_end(src, gpu_target, options)
         if key is not None and quick is not None:
             _remember(_SOURCES, quick, key)
     with _MEMO_LOCK:
-        if key is not None and key in _KERNELS:
+        if key is not None and key in _KERNELS and \
+                _DEPTH[_KERNELS[key].get("stage", "cubin")] >= depth:
             _KERNELS.move_to_end(key)
-            return {**_KERNELS[key], "remembered": True}
-    k = triton.compile(src if module is None else _with_front_end(src, module),
-                       target=gpu_target, options=options)
-    ptx = k.asm["ptx"]
-    regs, frame = cubin_resources(k.asm["cubin"])
-    figures = {"shared": int(k.metadata.shared), "num_warps": int(k.metadata.num_warps),
-               "registers": regs, "stack_bytes": frame,
-               "wgmma": ptx.count("wgmma.mma_async"),
-               "tma_loads": ptx.count("cp.async.bulk.tensor")}
+            return {**_as_of(_KERNELS[key], until), "remembered": True}
+    if until != "cubin":
+        figures = _partial_figures(src, gpu_target, options, module, until)
+    else:
+        k = triton.compile(src if module is None else _with_front_end(src, module),
+                           target=gpu_target, options=options)
+        ptx = k.asm["ptx"]
+        regs, frame = cubin_resources(k.asm["cubin"])
+        figures = {"shared": int(k.metadata.shared), "num_warps": int(k.metadata.num_warps),
+                   "registers": regs, "stack_bytes": frame,
+                   "wgmma": ptx.count("wgmma.mma_async"),
+                   "tma_loads": ptx.count("cp.async.bulk.tensor"), "stage": "cubin"}
     if key is not None:
         _remember(_KERNELS, key, figures)
     return figures
@@ -361,7 +505,7 @@ def spec_text(spec: dict[str, str]) -> str:
 
 
 def _compile_kernels(program: Program, target: Target, wide=(),
-                     sizes: dict | None = None) -> AotResult:
+                     sizes: dict | None = None, until: str = "cubin") -> AotResult:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -390,10 +534,14 @@ def _compile_kernels(program: Program, target: Target, wide=(),
     names = [f"{program.name}_kernel" + (f"_{i}" if i else "")
              for i in range(len(launches(program.kernel)))]   # one kernel per launch
 
+    # `until` passed only where it is not the default: `_kernel_figures`'s three-argument
+    # call stays the whole compile's (tests stand in for it with that signature)
+    stage = {} if until == "cubin" else {"until": until}
+
     def figures(name: str):
         try:
             return _kernel_figures(ASTSource(getattr(module, name), sig, consts, attrs),
-                                   GPUTarget("cuda", target.arch, 32), options)
+                                   GPUTarget("cuda", target.arch, 32), options, **stage)
         except Exception as e:  # the compiler's verdict, reported rather than raised
             return e
     if len(names) > 1 and COMPILE_THREADS > 1:
@@ -402,10 +550,12 @@ def _compile_kernels(program: Program, target: Target, wide=(),
             answers = list(pool.map(figures, names))
     else:
         answers = [figures(n) for n in names]
+    result.stage = min((k.get("stage", until) for k in answers
+                        if not isinstance(k, Exception)), key=_DEPTH.get, default=until)
     for name, k in zip(names, answers):
         if isinstance(k, Exception):   # the first failing launch, in program order
             return AotResult(False, time.perf_counter() - t0,
-                             error=f"{name}: {type(k).__name__}: {k}"[:2000])
+                             error=f"{name}: {type(k).__name__}: {k}"[:2000], stage=until)
         result.kernels += 1
         result.remembered += bool(k.get("remembered"))
         result.shared_bytes = max(result.shared_bytes, k["shared"])
@@ -419,17 +569,20 @@ def _compile_kernels(program: Program, target: Target, wide=(),
 
 
 def compile_for(program: Program, target: Target | str, timeout: float = 300,
-                wide=(), sizes: dict | None = None) -> AotResult:
+                wide=(), sizes: dict | None = None, until: str = "cubin") -> AotResult:
     """Compile `program` for `target` (its compute capability and SM count) in a child
     process and summarise the result; `wide` (tensor names, or True for all) compiles
     those tensors with 64-bit offsets; `sizes`: specialised as a launch at those sizes
-    (`specialization`), else unspecialised."""
+    (`specialization`), else unspecialised; `until`: how far the compiler runs
+    (`STAGES`; by default all the way, ptxas included)."""
     target = as_target(target)
     env = dict(os.environ, TRITON_INTERPRET="0")
     args = ["--wide", "all" if wide is True else ",".join(wide)] if wide else []
     args += ["--target", target.name]
     if sizes is not None:
         args += ["--sizes", json.dumps({k: int(v) for k, v in sizes.items()})]
+    if until != "cubin":
+        args += ["--until", until]
     proc = subprocess.run([sys.executable, "-m", "argus_env.lower.aot", "-", *args],
                           input=program.text,
                           capture_output=True, text=True, timeout=timeout, env=env)
@@ -456,7 +609,9 @@ def main(argv=None) -> int:
     target = load_target(argv[argv.index("--target", 1) + 1] if "--target" in argv[1:]
                          else DEFAULT_HARDWARE)
     sizes = json.loads(argv[argv.index("--sizes", 1) + 1]) if "--sizes" in argv[1:] else None
-    result = _compile_here(Program.from_text(text), target, wide=wide, sizes=sizes)
+    until = argv[argv.index("--until", 1) + 1] if "--until" in argv[1:] else "cubin"
+    result = _compile_here(Program.from_text(text), target, wide=wide, sizes=sizes,
+                           until=until)
     print(json.dumps(result.to_dict()))
     return 0 if result.ok else 1
 

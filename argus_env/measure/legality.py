@@ -18,6 +18,17 @@ Verdicts come from, in order:
 * the compiler, in a persistent non-interpreting worker process (`measure.worker`, op
   "compile"), one per process, shared by every `Legality` in it.
 
+How far a verdict runs the compiler is its stage (`lower.aot.STAGES`, `Verdict.stage`).
+The environment's verdicts (`make_legality`) run Triton's stages through its shared-memory
+allocation ("alloc", `verdict_stage`, ARGUS_VERDICT_STAGE): the refusals and the figures
+the verdict rests on (acceptance, shared memory, warps) are all there, and the rest of
+the pipeline (lowering to LLVM, LLVM -O3, PTX, ptxas) is two thirds of a compile's time
+on the CPU and refused no program on record (`benchmarks/compile_stages.py`, its
+results under `benchmarks/results/compile_stages_*`). Such a verdict has no register,
+stack, wgmma or TMA figures (0). The compile tables, `Legality` by default and
+`verdict(..., stage="cubin")` run the whole pipeline, ptxas included; a verdict of a
+deeper compile (a table row, a cached one) serves a shallower stage, never the reverse.
+
 The compile key of a program digests what the compiler sees: the bound program's
 structure without its docstring, the target's compute capability and SM count (the
 `A.num_sms()` constant), Triton's version and the lowering's version. The figures are
@@ -73,6 +84,8 @@ class Verdict:
     seconds: float = 0.0     # this lookup's time (the compile's, from the compiler)
     key: str = ""
     target: str = ""
+    stage: str = "cubin"     # how far the compiler ran (`lower.aot.STAGES`): figures of
+                             # later stages are 0 (registers and stack come from ptxas)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -183,7 +196,7 @@ def verdict_of(figures: dict, target: Target, source: str, key: str = "",
                    *(int(float(figures.get(f) or 0)) for f in
                      ("shared_bytes", "registers", "stack_bytes", "num_warps", "wgmma",
                       "tma_loads")), source=source, seconds=seconds, key=key,
-                   target=target.name)
+                   target=target.name, stage=str(figures.get("stage") or "cubin"))
 
 
 def _bool(v) -> bool:
@@ -210,6 +223,36 @@ def table_complete(path: Path) -> bool:
             return f.readline().startswith(COMPLETE_MARK)
     except OSError:
         return False
+
+
+#: how far the environment's compile verdicts run the compiler (`lower.aot.STAGES`),
+#: unless ARGUS_VERDICT_STAGE names another stage; see `verdict_stage`
+DEFAULT_STAGE = "alloc"
+
+
+def verdict_stage() -> str:
+    """The stage the environment's compile verdicts run the compiler to
+    (ARGUS_VERDICT_STAGE, default `DEFAULT_STAGE`):
+
+    - "alloc": Triton's stages through its shared-memory allocation (the start of its LLVM
+      stage): refusals of the front end, TTIR and TTGIR passes and of the allocation, and
+      the allocated shared memory and warps, which decide the launch (`fit_reason`). Every
+      refusal on record came from these stages (`benchmarks/compile_stages.py`: the
+      stage each sample program's compile failed at; the GPU runs' compile failures:
+      pass-manager failures in TTGIR and shared memory over the limit); the lowering to
+      LLVM, PTX and ptxas, which refused none of them, are not run for a step;
+    - "ptx": all but ptxas (no registers or stack figures);
+    - "cubin": the whole pipeline, ptxas included, as the compile tables are made."""
+    from ..lower.aot import STAGES
+    stage = (os.environ.get("ARGUS_VERDICT_STAGE") or DEFAULT_STAGE).strip().lower()
+    if stage not in STAGES:
+        raise ValueError(f"ARGUS_VERDICT_STAGE must be one of {STAGES}, got {stage!r}")
+    return stage
+
+
+def _depth(stage: str) -> int:
+    from ..lower.aot import STAGES
+    return STAGES.index(stage or "cubin")
 
 
 def cache_dir() -> Path:
@@ -257,18 +300,24 @@ class Legality:
 
     `table`: the committed compile table's path, True for the task's own, False for
     none; `cache`: the disk cache folder, True for `cache_dir()`, False for none;
-    `memory`: verdicts kept in memory. Raises `LegalityUnavailable` when Triton's NVIDIA
-    compiler is missing: a program is never declared legal without it."""
+    `memory`: verdicts kept in memory; `stage`: how far its compiles run the compiler
+    (`lower.aot.STAGES`; the environment's is `verdict_stage()`): a verdict of a compile
+    that ran at least as far (a table row, a cached or remembered one) serves too.
+    Raises `LegalityUnavailable` when Triton's NVIDIA compiler is missing: a program is
+    never declared legal without it."""
 
     def __init__(self, task, target: Target | str, table: bool | str | Path = True,
                  cache: bool | str | Path = True, memory: int = MEMORY_ENTRIES,
-                 timeout: float = COMPILE_TIMEOUT):
+                 timeout: float = COMPILE_TIMEOUT, stage: str = "cubin"):
         reason = compiler_reason()
         if reason:
             raise LegalityUnavailable(f"legality needs Triton's NVIDIA compiler on the CPU: "
                                       f"{reason}")
         from ..lower.build import LRU
-        self.task, self.target = task, as_target(target)
+        from ..lower.aot import STAGES
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+        self.task, self.target, self.stage = task, as_target(target), stage
         self.timeout = float(timeout)
         path = table_path(task, self.target) if table is True else (Path(table) if table else None)
         self.table_file = path
@@ -339,25 +388,31 @@ class Legality:
     def rows(self) -> int:
         return len(self._table)
 
-    def lookup(self, program: Program, sizes: dict | None = None) -> Verdict | None:
-        """The verdict on `program` (bound to its shape, launched at `sizes`) without
-        compiling, or None."""
+    def lookup(self, program: Program, sizes: dict | None = None,
+               stage: str | None = None) -> Verdict | None:
+        """The verdict on `program` (bound to its shape, launched at `sizes`) of a compile
+        that ran at least to `stage` (default: this instance's), without compiling, or
+        None."""
+        from ..lower.aot import STAGES
         t0 = time.perf_counter()
+        depth = _depth(stage or self.stage)
         key = compile_key(program, self.target, sizes)
         with self._lock:
             found = self._memory.get(key)
-        if found is not None:
+        if found is not None and _depth(found.stage) >= depth:
             self.counts["memory"] += 1
             return dataclasses.replace(found, source="memory",
                                        seconds=time.perf_counter() - t0)
-        row = self._table.get(key)
+        row = self._table.get(key)   # a table row is a whole compile
         source = "table"
         if row is None and self.cache is not None:
-            try:
-                row = json.loads((self.cache / f"{key}.json").read_text())
-                source = "cache"
-            except (OSError, ValueError):
-                row = None
+            for s in reversed(STAGES[depth:]):   # the deepest compile first
+                try:
+                    row = json.loads((self.cache / self._cache_name(key, s)).read_text())
+                    source = "cache"
+                    break
+                except (OSError, ValueError):
+                    row = None
         if row is None:
             return None
         v = verdict_of(row, self.target, source, key, time.perf_counter() - t0)
@@ -366,22 +421,34 @@ class Legality:
             self._memory.put(key, v)
         return v
 
-    def _request(self, program: Program, sizes: dict | None = None) -> bytes:
+    @staticmethod
+    def _cache_name(key: str, stage: str) -> str:
+        """The disk cache's file for a compile to `stage` (a whole compile's keeps the
+        name it had before stages)."""
+        return f"{key}.json" if stage == "cubin" else f"{key}.{stage}.json"
+
+    def _request(self, program: Program, sizes: dict | None = None,
+                 stage: str | None = None) -> bytes:
         """The compile worker's request for `program`, pickled (`Worker.prepare`)."""
         from .worker import Worker
         options = {"target": self.target.name}
         if sizes is not None:
             options["sizes"] = {k: int(v) for k, v in sizes.items()}
+        if (stage or self.stage) != "cubin":
+            options["until"] = stage or self.stage
         return Worker.prepare(program, self.task.name, {}, op="compile", options=options)
 
     def verdict(self, program: Program, request: bytes | None = None,
-                sizes: dict | None = None) -> Verdict:
+                sizes: dict | None = None, stage: str | None = None) -> Verdict:
         """The verdict on `program` (bound to its shape, launched at `sizes`: the
-        specialisation the real launch gets; None: unspecialised): looked up, else
-        compiled now (`request`: its compile request made by `_request` with the same
-        sizes, else made here). Never raises for what the program is; raises
-        `LegalityUnavailable` when the compiler process cannot run at all."""
-        found = self.lookup(program, sizes)
+        specialisation the real launch gets; None: unspecialised) of a compile run at
+        least to `stage` (default: this instance's; "cubin": the whole compiler, for a
+        program about to be submitted, say): looked up, else compiled now (`request`:
+        its compile request made by `_request` with the same sizes and stage, else made
+        here). Never raises for what the program is; raises `LegalityUnavailable` when
+        the compiler process cannot run at all."""
+        stage = stage or self.stage
+        found = self.lookup(program, sizes, stage)
         if found is not None:
             return found
         t0 = time.perf_counter()
@@ -390,7 +457,7 @@ class Legality:
             if self._worker is None:
                 self._worker = _acquire_worker(self.target.arch)
         if request is None:
-            request = self._request(program, sizes)
+            request = self._request(program, sizes, stage)
         answer = {}
         for _ in range(2):  # a worker killed from outside is not a verdict: once more
             answer = self._worker.run_prepared(request, timeout=self.timeout)
@@ -412,6 +479,7 @@ class Legality:
         record = {k: answer.get(k) for k in ("ok", "shared_bytes", "registers", "stack_bytes",
                                              "num_warps", "wgmma", "tma_loads", "kernels",
                                              "seconds", "error")}
+        record["stage"] = answer.get("stage") or stage
         record["triton"] = triton_version()
         self._store(key, record)
         v = verdict_of(record, self.target, "compiler", key, time.perf_counter() - t0)
@@ -427,7 +495,7 @@ class Legality:
             self.cache.mkdir(parents=True, exist_ok=True)
             tmp = self.cache / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
             tmp.write_text(json.dumps(record))
-            os.replace(tmp, self.cache / f"{key}.json")
+            os.replace(tmp, self.cache / self._cache_name(key, record.get("stage") or "cubin"))
         except OSError:
             pass  # an unwritable cache costs a compile next time, nothing else
 
@@ -509,7 +577,7 @@ def make_legality(task, target: Target, spec) -> Legality | None:
     if spec is True:
         if os.environ.get("ARGUS_LEGALITY", "1").strip().lower() in ("0", "off", "false"):
             return None
-        return Legality(task, target)
+        return Legality(task, target, stage=verdict_stage())
     if spec is False or spec is None:
         return None
     if isinstance(spec, Legality):
@@ -539,4 +607,5 @@ __all__ = ["Legality", "Verdict", "make_legality", "table_reason", "config_rows"
            "shape_binding", "failed_measurement", "with_verdict", "LegalityUnavailable", "compile_key", "binding",
            "size_classes",
            "fit_reason", "verdict_of", "read_table", "table_path", "cache_dir", "COLUMNS",
-           "compiler_reason", "triton_version", "table_complete"]
+           "compiler_reason", "triton_version", "table_complete", "verdict_stage",
+           "DEFAULT_STAGE"]
