@@ -22,6 +22,8 @@ the action masks of configurations (`remember`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import math
 import os
@@ -205,6 +207,30 @@ class Evaluator:
                 self._more.append(acquire_shared_worker(interpret=True,
                                                         slot=len(self._more) + 1))
         return [first, *self._more[:want - 1]]
+
+    def confirm(self, ev: Evaluation) -> Evaluation:
+        """`ev` as submitted: where its step's compile verdict stopped before the end of
+        the compiler (`measure.legality.verdict_stage`, Triton's stages through its
+        shared-memory allocation), the whole pipeline is run now, ptxas included, and a
+        program it refuses is answered as one that does not compile (not priced). `ev`
+        itself where the verdict was whole already, or where it is not priced."""
+        details = (ev.measurement.details or {}) if ev.measurement is not None else {}
+        step = details.get("legality") or {}
+        if self.legality is None or not ev.measured or not step or \
+                step.get("stage", "cubin") == "cubin":
+            return ev
+        from ..measure.legality import failed_measurement, with_verdict
+        sizes = ev.analysis.program_sizes if ev.analysis is not None else None
+        try:
+            verdict = self.legality.verdict(ev.program, sizes=sizes, stage="cubin")
+        except Exception as e:  # noqa: BLE001 - no compiler process: no verdict, no price
+            if interrupted(e):
+                raise KeyboardInterrupt("interrupted during the compile verdict") from None
+            raise EvaluationError("compile stage", e) from e
+        if verdict.ok:
+            return dataclasses.replace(ev, measurement=with_verdict(ev.measurement, verdict))
+        return dataclasses.replace(ev, error="compile", message=verdict.message,
+                                   measurement=failed_measurement(self.backend, verdict))
 
     def close(self) -> None:
         """Release worker processes: the shared interpreter workers (each stopped when its

@@ -9,6 +9,7 @@ import logging
 import math
 import string
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -394,12 +395,28 @@ class KernelEnv(gym.Env):
             terminated = truncated = True
         return obs, reward, terminated, truncated, info
 
+    def _confirm_submitted(self) -> None:
+        """The submitted program's compile verdict from the whole compiler
+        (`Evaluator.confirm`): a step's verdict stops after Triton's shared-memory
+        allocation, a submission's runs ptxas too."""
+        from .evaluate import EvaluationError
+        try:
+            ev = self.evaluator.confirm(self.state.evaluation)
+        except EvaluationError as e:  # no compiler process: the step's verdict stands, said so
+            log.warning("submitted without the whole compile: %s", e)
+            m = self.state.evaluation.measurement
+            ev = dataclasses.replace(self.state.evaluation, measurement=dataclasses.replace(
+                m, details={**m.details, "confirm_error": str(e)}))
+        if ev is not self.state.evaluation:
+            self.state = dataclasses.replace(self.state, evaluation=ev)
+
     def _submit_at_limit(self, reward: float, info: dict) -> float:
         """The step limit: submit the current program as `submit()` would (the same event,
         so the same reward from every term: the submit bonus, or the unmeasured penalty
         where the program is not measured correct), add it to the step's reward and its
         terms, and end the episode."""
         own = dict(getattr(self.reward_fn, "last", {}))
+        self._confirm_submitted()
         paid = float(self.reward_fn.update(self._event(Action("submit"), self.state)))
         submit = dict(getattr(self.reward_fn, "last", {}))
         if hasattr(self.reward_fn, "last"):
@@ -445,6 +462,8 @@ class KernelEnv(gym.Env):
             self.history.append(prev)
             self.state = state
         self._mask = None
+        if act.kind == "submit":
+            self._confirm_submitted()
         event = self._event(act, prev)
         reward = self.reward_fn.update(event)
         if event.measured:
