@@ -8,6 +8,8 @@ Train (prints the checkpoint path; settings from `configs/agents/ppo.yaml`, any 
 Evaluate a checkpoint greedily on the held-out shapes (split "test"), one episode each:
 
     python -m argus_env.agents.rl.ppo evaluate --checkpoint runs/ppo/<run>/final
+    # --no_repeats true: from a program met again, the best action not yet taken from it
+    # --sample true: seeded draws from the policy instead of its argmax
 
 Play it like any other agent (the benchmark runner and `argus run` call `run`):
 
