@@ -54,11 +54,26 @@ FAST_RLIMIT = 20_000
 #: the work the digits form of a query proven for all sizes may do (`_digits_unsat`):
 #: about 10 ms of search, per case where it is split
 DIGITS_RLIMIT = 100_000
-#: the work the radix form of a query may do (`_radix_unsat`): about 10 to 50 ms of search.
-#: Two-instance queries of a grouped tile map whose last group is short (a remainder by its
-#: row count, no digit) can need more than the fast try's: 1,600 such maps (1 to 10,007
-#: blocks, GROUP_M 2 to 16, 1 to 112 column tiles) were all proven within half of this
-RADIX_RLIMIT = 100_000
+#: the work the radix form of a query may do (`_radix_unsat`): at most about half a second
+#: of search, most queries settle in a few milliseconds. Two-instance queries of a grouped
+#: tile map whose last group is short (a remainder by its row count, no digit) can need
+#: more than the fast try's: 1,600 such maps (1 to 10,007 blocks, GROUP_M 2 to 16, 1 to
+#: 112 column tiles) were all proven within 50,000. A grouped tile map behind a scatter
+#: through loaded data (rows written at positions a routing table maps: the same
+#: two-instance map under uninterpreted functions) needed up to 340,000 over 200 routed
+#: programs of env_speed's random walks (seeds 0-4); past the limit it went to the default
+#: solver, which took 0.1 s to over 5 s (its timeout) on such queries, as incidental facts
+#: steer it (`isolated`). A limit of work, not time: the same answer on a loaded machine
+RADIX_RLIMIT = 1_000_000
+#: the work the default solver may do on a query of a counterexample search's first pass
+#: (`solve_real`, `source` "fast"; about a quarter to half a second). Its `unknown` is never
+#: a verdict: that pass is made again with the default solver's models, which asks the
+#: query again with the whole budget. A work limit, not the clock, so that the first pass
+#: ends the same way on a loaded machine, and a query the default solver cannot settle
+#: costs the clock's budget once, not twice (such a query took 5 s, then 0.07 s when asked
+#: again). The most such a query did over the checker latency benchmarks' programs and
+#: corpora and 280 programs of env_speed's random walks: 270,000
+SEARCH_RLIMIT = 5_000_000
 
 
 def fast_solver(scope: Scope) -> z3.Solver:
@@ -356,20 +371,22 @@ class Checker:
         costs more than the answer. Its `sat` or `unsat` is the answer (the same z3
         decides it); what it leaves `unknown` (its work limit, a theory it cannot decide)
         is asked of its rewritten forms (`_radix_unsat`, `_digits_unsat`: `unsat` only)
-        and then of the default solver with the query's whole budget, and only that
-        solver's `unknown` leaves the obligation undecided (in a counterexample search,
-        `source` "fast", whose queries mostly have models, the digits form, split into
-        cases, comes after the default solver, where it leaves the query `unknown`; the
-        radix form, one try within `RADIX_RLIMIT`, comes first in every search: a
-        two-instance query of a grouped tile map that has no model is settled there, not
-        by the default solver's clock). With `realise` (a model the
+        and then of the default solver with the query's whole budget (`SEARCH_RLIMIT` in
+        a counterexample search's first pass, which is asked again where it ends
+        `unknown`), and only that solver's `unknown` leaves the obligation undecided (in a
+        counterexample search, `source` "fast", whose queries mostly have models, the
+        digits form, split into cases, comes after the default solver, where it leaves the
+        query `unknown`; the radix form, one try within `RADIX_RLIMIT`, comes first in
+        every search: a two-instance query of a grouped tile map that has no model is
+        settled there, not by the default solver's clock). With `realise` (a model the
         pack's `exclude` hook judges: a pack may search for the inputs that realise the
         facts a model fixes), the fast try answers only `unsat`: a model comes from the
         default solver, whose models those searches are made for (unless `source` is
         "fast": `solve_real` judges the fast try's models itself, and searches again
         with the default solver's where it finds none realised). z3 answers Ctrl-C
         during the default solver's query by cancelling it (`unknown`): that is re-raised
-        as `KeyboardInterrupt`, never taken for an answer."""
+        as `KeyboardInterrupt`, never taken for an answer (in a first pass, whose work
+        limit cancels too, z3 leaves Ctrl-C to Python, as in the fast try)."""
         budget = self.query_timeout_ms()
         self.report.queries += 1
         facts = self.scope.into(facts)  # one formula of the check's own context
@@ -404,11 +421,15 @@ class Checker:
             forms = False
         s = self.scope.solver()
         s.set("timeout", budget)
+        if source == "fast":  # ended by `SEARCH_RLIMIT` (so its "canceled" is no Ctrl-C)
+            s.set("ctrl_c", False)
+            s.set("rlimit", SEARCH_RLIMIT)
         s.add(facts)
         r = s.check()
         if r == z3.unknown:
             reason = s.reason_unknown()
-            _interrupted(reason)
+            if source != "fast":
+                _interrupted(reason)
             if forms and source == "fast" and self._digits_unsat(facts):
                 return z3.unsat, None
             self.undecided(what, f"the solver answered unknown: {reason}")

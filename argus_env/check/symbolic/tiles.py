@@ -291,14 +291,15 @@ def live_instances(ck, w, limit: int = LIMIT) -> list | None:
     return [pairs for pairs, on in judged if False not in on]
 
 
-def origin_at(bases, pairs, w=None) -> tuple | None:
+def origin_at(bases, pairs, w=None, ids: tuple | None = None) -> tuple | None:
     """A tile origin's integers at one instance (`pairs`), or None where not integers.
     With the write `w` whose enumerated instance `pairs` is (`instances`, kept on the
-    write), the answer is kept on the write too."""
+    write), the answer is kept on the write too. `ids`: the bases' z3 ids, where the
+    caller has read them once for many instances."""
     memo = key = None
     if w is not None:
         memo = w.__dict__.setdefault("_origin_at", {})
-        key = (tuple(b.get_id() for b in bases), id(pairs))
+        key = (ids if ids is not None else tuple(b.get_id() for b in bases), id(pairs))
         hit = memo.get(key)
         if hit is not None and hit[0] is pairs:
             return hit[1]
@@ -316,9 +317,22 @@ def origin_at(bases, pairs, w=None) -> tuple | None:
     return o
 
 
-def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
+def origins(ck, w, bases, limit: int = LIMIT) -> frozenset | None:
     """The tile origins the instances of block-form write `w` reach where its path holds,
-    or None when that cannot be worked out on integers."""
+    or None when that cannot be worked out on integers. Kept on the write, by the bases
+    and `limit` (a write's pairs with each other write ask for its origins again,
+    `whole._apart`: thousands of instances each time)."""
+    memo = w.__dict__.setdefault("_origins", {})
+    ids = tuple(b.get_id() for b in bases)
+    hit = memo.get((ids, limit))
+    if hit is not None:
+        return hit[1]
+    found = _origins(ck, w, bases, limit, ids)
+    memo[(ids, limit)] = (tuple(bases), found)  # the terms kept: their ids are not reused
+    return found
+
+
+def _origins(ck, w, bases, limit: int, ids: tuple) -> frozenset | None:
     judged = _judged(ck, w, limit)
     if judged is None:
         return None
@@ -328,11 +342,11 @@ def origins(ck, w, bases, limit: int = LIMIT) -> set[tuple] | None:
             return None
         if not all(on):
             continue
-        o = origin_at(bases, pairs, w)
+        o = origin_at(bases, pairs, w, ids)
         if o is None:
             return None
         reached.add(o)
-    return reached
+    return frozenset(reached)
 
 
 def missing_origin(sizes, blocks, reached: set[tuple]) -> tuple | None:
