@@ -76,6 +76,21 @@ def test_grouped_orders_and_wide_down_tiles_are_proven(k):
         assert report.ok, f"{c.summary()} at {sizes}:\n{report.render()}"
 
 
+def test_the_summed_table_set_is_legal_and_proven_at_prefill():
+    """`SUMMED` (`record_programs.py --configs moe-summed`): the grouped programs with the
+    top-k sum as its own launch; each is legal at a prefill shape where the H100 run timed
+    them, and proven there and at a reduced shape."""
+    from tasks.moe.space import SUMMED
+    prefill = next(c for c in TASK.shapes if c.name == "qwen3-prefill-16384-balanced").sizes
+    assert len(set(SUMMED)) == len(SUMMED) and all(not c.fuse_weight for c in SUMMED)
+    for c in SUMMED:
+        for sizes in (TASK.cpu_shapes[1], prefill):
+            if c.block_m >= 128 and sizes is prefill:
+                assert SPACE.config_reason(c, {"sizes": sizes}) is None, c.summary()
+            report = check_program(TASK.bind(SPACE.program(c), sizes), sizes, TASK)
+            assert report.ok, f"{c.summary()} at {sizes}:\n{report.render()}"
+
+
 def _seeded(c, old: str, new: str):
     from argus_env.dsl.program import Program
     text = SPACE.render(c)
