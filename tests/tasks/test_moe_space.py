@@ -80,7 +80,7 @@ def test_the_summed_table_set_is_legal_and_proven_at_prefill():
     """`SUMMED` (`record_programs.py --configs moe-summed`): the grouped programs with the
     top-k sum as its own launch; each is legal at a prefill shape where the H100 run timed
     them, and proven there and at a reduced shape."""
-    from tasks.moe.space import SUMMED
+    from argus_env.tasks.moe.space import SUMMED
     prefill = next(c for c in TASK.shapes if c.name == "qwen3-prefill-16384-balanced").sizes
     assert len(set(SUMMED)) == len(SUMMED) and all(not c.fuse_weight for c in SUMMED)
     for c in SUMMED:
