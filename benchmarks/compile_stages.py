@@ -101,11 +101,7 @@ class _LLVM:
         finally:
             add("llir_translate", time.perf_counter() - t)
     def optimize_module(self, *a, **k):
-        t = time.perf_counter()
-        try:
-            return self._real.optimize_module(*a, **k)
-        finally:
-            add("llir_opt", time.perf_counter() - t)
+        return timing("llir_opt", self._real.optimize_module)(*a, **k)
 
 
 nv.llvm = _LLVM(nv.llvm)
@@ -133,26 +129,19 @@ def add_stages(self, stages, options, language):
 
 
 nv.CUDABackend.add_stages = add_stages
-_front, _load = aot._front_end, build.load_module
+def timing(stage, fn):
+    """`fn`, its time added to `stage` of the compile being timed."""
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            add(stage, time.perf_counter() - t)
+    return timed
 
 
-def front(*a, **k):
-    t = time.perf_counter()
-    try:
-        return _front(*a, **k)
-    finally:
-        add("front", time.perf_counter() - t)
-
-
-def load(*a, **k):
-    t = time.perf_counter()
-    try:
-        return _load(*a, **k)
-    finally:
-        add("load", time.perf_counter() - t)
-
-
-aot._front_end, build.load_module = front, load
+aot._front_end = timing("front", aot._front_end)
+build.load_module = timing("load", build.load_module)
 
 
 def variant(name):

@@ -85,11 +85,9 @@ def catalog_variants(task, sizes: dict) -> dict:
     the fused persistent program at the block sizes prefill (many rows per expert) and
     decode (few) want, with the grouped tile order and the wider down projection. Each is
     reachable from the baseline through the env's actions (the space checks it)."""
-    import importlib
     from dataclasses import replace
-    ex = importlib.import_module(type(task.space).__module__).EXPERT
-    rows = sizes["T"] * sizes["TOPK"] / sizes["E"]
-    if rows >= 128:
+    ex = _expert(task)
+    if _prefill(sizes):
         out = {"bm128": replace(ex, block_m=128),
                "bm128-g8": replace(ex, block_m=128, group_m=8),
                "bm128-g8-dn256": replace(ex, block_m=128, group_m=8, down_n=256),
@@ -106,8 +104,24 @@ def catalog_variants(task, sizes: dict) -> dict:
                "bm32-s4": replace(ex, block_m=32, num_warps=4, stages=4),
                "bm64-dn256": replace(ex, down_n=256),
                "bm64-g8": replace(ex, group_m=8)}
+    return _legal(task, sizes, out)
+
+
+def _expert(task):
+    """The MoE space's expert configuration (its module, beside the task's)."""
+    import importlib
+    return importlib.import_module(type(task.space).__module__).EXPERT
+
+
+def _prefill(sizes: dict) -> bool:
+    """Many rows per expert (T * TOPK / E >= 128): the shapes large row blocks suit."""
+    return sizes["T"] * sizes["TOPK"] / sizes["E"] >= 128
+
+
+def _legal(task, sizes: dict, named: dict) -> dict:
+    """The configurations of `named` the target takes at `sizes`."""
     ctx = {"sizes": sizes}
-    return {n: c for n, c in out.items() if task.space.hardware_reason(c, ctx) is None}
+    return {n: c for n, c in named.items() if task.space.hardware_reason(c, ctx) is None}
 
 
 def sweep_variants(task, sizes: dict) -> dict:
@@ -116,11 +130,10 @@ def sweep_variants(task, sizes: dict) -> dict:
     its own launch, over stages, warps, the grouped order and BK; at decode, the small-BM
     programs over stages, with and without the weight in the epilogue. All reachable by
     the catalog's actions; those the target refuses are left out."""
-    import importlib
     from dataclasses import replace
-    ex = importlib.import_module(type(task.space).__module__).EXPERT
+    ex = _expert(task)
     out = {}
-    if sizes["T"] * sizes["TOPK"] / sizes["E"] >= 128:
+    if _prefill(sizes):
         base = replace(ex, block_m=128, group_m=8, down_n=256, persistent=False,
                        fuse_weight=False)
         for stages in (3, 4, 5):
@@ -136,8 +149,7 @@ def sweep_variants(task, sizes: dict) -> dict:
                 for weight in (True, False):
                     out[f"{name}-s{stages}{'' if weight else '-sum'}"] = replace(
                         base, stages=stages, fuse_weight=weight)
-    ctx = {"sizes": sizes}
-    return {n: c for n, c in out.items() if task.space.hardware_reason(c, ctx) is None}
+    return _legal(task, sizes, out)
 
 
 def fused_module(task):

@@ -22,14 +22,12 @@ the action masks of configurations (`remember`).
 
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..check import (CheckTimeout, CheckUnsupported, InvariantReport, check_for_all_sizes,
                      check_program, for_all_covers)
@@ -228,9 +226,9 @@ class Evaluator:
                 raise KeyboardInterrupt("interrupted during the compile verdict") from None
             raise EvaluationError("compile stage", e) from e
         if verdict.ok:
-            return dataclasses.replace(ev, measurement=with_verdict(ev.measurement, verdict))
-        return dataclasses.replace(ev, error="compile", message=verdict.message,
-                                   measurement=failed_measurement(self.backend, verdict))
+            return replace(ev, measurement=with_verdict(ev.measurement, verdict))
+        return replace(ev, error="compile", message=verdict.message,
+                       measurement=failed_measurement(self.backend, verdict))
 
     def close(self) -> None:
         """Release worker processes: the shared interpreter workers (each stopped when its

@@ -9,8 +9,7 @@ import logging
 import math
 import string
 from collections.abc import Mapping
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 import numpy as np
@@ -405,10 +404,10 @@ class KernelEnv(gym.Env):
         except EvaluationError as e:  # no compiler process: the step's verdict stands, said so
             log.warning("submitted without the whole compile: %s", e)
             m = self.state.evaluation.measurement
-            ev = dataclasses.replace(self.state.evaluation, measurement=dataclasses.replace(
+            ev = replace(self.state.evaluation, measurement=replace(
                 m, details={**m.details, "confirm_error": str(e)}))
         if ev is not self.state.evaluation:
-            self.state = dataclasses.replace(self.state, evaluation=ev)
+            self.state = replace(self.state, evaluation=ev)
 
     def _submit_at_limit(self, reward: float, info: dict) -> float:
         """The step limit: submit the current program as `submit()` would (the same event,
