@@ -512,11 +512,17 @@ def _signal_name(n: int) -> str:
 #: thread pools of the libraries a worker runs (torch's OpenMP, NumPy's BLAS): one thread
 #: each under the interpreter, whose tiles are small and whose workers run side by side
 #: (several pools spinning on a few cores slow every one of them down many times)
+#: Triton's switch for floating-point contraction when a kernel does not choose
+FP_FUSION = "TRITON_DEFAULT_FP_FUSION"
 SERIAL = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _environment(interpret: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": _pythonpath()}
+    # floating-point contraction (FMA) as every Triton the project supports does by default
+    # (3.6-3.9), said explicitly: Triton 3.9 warns on every compile where it is unset, and
+    # 3.10 turns the default off, which would change the kernels' numerics and code
+    env.setdefault(FP_FUSION, "1")
     if interpret:
         env.update({name: "1" for name in SERIAL})
     return env

@@ -92,3 +92,14 @@ def test_a_transient_fault_is_not_remembered():
         assert second.measured and second.error is None, (second.error, second.message)
     finally:
         worker.stop()
+
+
+def test_workers_fuse_floating_point_as_every_supported_triton_does(monkeypatch):
+    """The workers say Triton's FP-contraction default explicitly (on, as in 3.6-3.9), so a
+    Triton that changes its default does not change the kernels; a user's choice stands."""
+    from argus_env.measure import worker
+    monkeypatch.delenv(worker.FP_FUSION, raising=False)
+    assert worker._environment(interpret=False)[worker.FP_FUSION] == "1"
+    assert worker._environment(interpret=True)[worker.FP_FUSION] == "1"
+    monkeypatch.setenv(worker.FP_FUSION, "0")
+    assert worker._environment(interpret=False)[worker.FP_FUSION] == "0"
