@@ -1,11 +1,11 @@
-"""Learning curves on GEMM: PPO trained on the train shapes, greedy and random search,
-all judged on the held-out (test-split) shapes.
+"""Learning curves: PPO trained on the train shapes, greedy and random search, all judged
+on the held-out (test-split) shapes of one env (`--env`, GEMM by default).
 
     python benchmarks/learning_curve.py                        # ~20 min on 2 CPU cores
     python benchmarks/learning_curve.py --seeds 0 --iterations 2 --eval-every 1 \\
         --budget 8 --tag smoke                                 # a minute: does it run?
 
-y, for every agent: the best fraction of the library anchor (cuBLAS on the H200) found
+y, for every agent: the best fraction of the library anchor (on GEMM cuBLAS on the H200) found
 so far on a held-out shape, as the geometric mean over the held-out shapes; curves are
 the mean over seeds, shaded between the seeds' min and max. Measurement: `measure=
 "table"` (H200 measurements shipped as data, the calibrated cost model for programs the
@@ -56,12 +56,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-ENV_ID = "Argus-GEMM-v0"
+ENV_ID = "Argus-GEMM-v0"   # the default env
 SEARCH = ("random", "greedy")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default=ENV_ID, help="registered env id (default: %(default)s)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--budget", type=int, default=30,
                    help="env steps per held-out episode (every agent)")
@@ -86,7 +87,8 @@ def parse_args(argv=None):
                    choices=["ppo", *SEARCH])
     p.add_argument("--work-dir", default=None, help="checkpoints (default: a temp folder)")
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
-    p.add_argument("--tag", default="gemm_table")
+    p.add_argument("--tag", default=None,
+                   help="output name (default: the task's name and _table, gemm_table for GEMM)")
     p.add_argument("--replot", default=None, metavar="JSON",
                    help="only redraw the figure of a results file, next to it")
     return p.parse_args(argv)
@@ -104,7 +106,7 @@ class Envs:
 
         import argus_env  # noqa: F401
         from argus_env.bench.runner import share
-        env = gym.make(ENV_ID, measure=self.args.measure, correctness=self.args.correctness,
+        env = gym.make(self.args.env, measure=self.args.measure, correctness=self.args.correctness,
                        split="test", max_episode_steps=self.args.budget)
         share(env, self.evaluators)
         return env
@@ -159,7 +161,7 @@ def run_search(agent: str, seeds, shapes, starts, envs: Envs) -> dict:
 def ppo_args(args, seed: int, work: Path):
     from argus_env.agents.rl import ppo
     return ppo.load_args(
-        ppo.DEFAULT_CONFIG, seed=seed, env_id=ENV_ID, measure=args.measure,
+        ppo.DEFAULT_CONFIG, seed=seed, env_id=args.env, measure=args.measure,
         correctness=args.train_correctness, train_shapes=args.train_shapes,
         max_episode_steps=16,
         iterations=args.iterations, checkpoint_every=args.eval_every,
@@ -266,16 +268,16 @@ def plot(result: dict, path: Path) -> None:
                   title="PPO's training return")
     n = len(cfg["seeds"])
     left.set(xlabel="env steps on the held-out shape",
-             ylabel="best fraction of cuBLAS so far\n(geomean over held-out shapes)",
+             ylabel="best fraction of the library so far\n(geomean over held-out shapes)",
              title=f"Search on the held-out shapes ({n} seeds, min-max)")
     right.set(xlabel="PPO training env steps (train shapes)",
-              ylabel="best fraction of cuBLAS in a held-out episode",
+              ylabel="best fraction of the library in a held-out episode",
               title=f"PPO on held-out shapes during training ({n} seeds)")
     for ax in (left, right, train):
         ax.grid(alpha=0.3)
     for ax in (left, right):
         ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"{ENV_ID}, measure={cfg['measure']} (H200), held-out shapes: "
+    fig.suptitle(f"{cfg.get('env', ENV_ID)}, measure={cfg['measure']} (H200), held-out shapes: "
                  f"{', '.join(result['shapes']['test'])}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
@@ -300,14 +302,26 @@ def provenance(argv) -> dict:
                         "cpu_count": os.cpu_count(), "loadavg_at_start": list(os.getloadavg())}}
 
 
+def env_task(env_id: str):
+    """The task behind a registered env id."""
+    import gymnasium as gym
+
+    import argus_env  # noqa: F401
+    env = gym.make(env_id, correctness="none")
+    try:
+        return env.unwrapped.task
+    finally:
+        env.close()
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.replot:
         plot(json.loads(Path(args.replot).read_text()), Path(args.replot).with_suffix(".png"))
         return 0
-    from argus_env.task import get_task
-    task = get_task("gemm")
+    task = env_task(args.env)
+    args.tag = args.tag or f"{task.name}_table"
     shapes = args.test_shapes or [c.name for c in task.shape_cases("test")]
     train = args.train_shapes or [c.name for c in task.shape_cases("train")]
     prov = provenance(argv)   # the checkout as the run starts
@@ -315,13 +329,13 @@ def main(argv=None) -> int:
     starts = {s: envs.baseline(s) for s in shapes}
     t0 = time.perf_counter()
     result = {"what": __doc__.split("\n\n")[2], "y": "geomean over the held-out shapes of the "
-              "best fraction of the library anchor (cuBLAS, H200) found so far",
+              f"best fraction of the library anchor ({task.name}, H200 tables) found so far",
               "x": {"random": "env steps on the held-out shape (0..budget)",
                     "greedy": "env steps on the held-out shape (0..budget)",
                     "ppo": "PPO training env steps on the train shapes (RLlib's lifetime "
                            "counter); y from one greedy episode of `budget` steps per held-out "
                            "shape with the policy saved at that point, steps not counted in x"},
-              "config": {**vars(args), "env_id": ENV_ID},
+              "config": {**vars(args), "env_id": args.env},
               "shapes": {"train": train, "test": shapes, "baseline_frac": starts},
               "agents": {}}
     seconds = {}
