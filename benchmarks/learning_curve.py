@@ -86,6 +86,15 @@ def parse_args(argv=None):
     p.add_argument("--agents", nargs="+", default=["ppo", *SEARCH],
                    choices=["ppo", *SEARCH])
     p.add_argument("--work-dir", default=None, help="checkpoints (default: a temp folder)")
+    p.add_argument("--reuse", action="store_true",
+                   help="play the policies an earlier run left in --work-dir (seed<k>/latest) "
+                        "instead of training: its checkpoints, metrics and training seconds")
+    p.add_argument("--no-repeats", action="store_true",
+                   help="PPO's held-out play: from a program met again, the best action not "
+                        "yet taken from it (`ppo.Args.no_repeats`) instead of the argmax")
+    p.add_argument("--use-budget", action="store_true",
+                   help="PPO's held-out play: never submit before the budget's last step "
+                        "(`ppo.Args.use_budget`), so it takes the steps random and greedy take")
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--tag", default=None,
                    help="output name (default: the task's name and _table, gemm_table for GEMM)")
@@ -170,20 +179,31 @@ def ppo_args(args, seed: int, work: Path):
         checkpoint_dir=str(work / f"seed{seed}"), track=False, budget=args.budget)
 
 
+def trained(work: Path, seed: int) -> Path:
+    """The final checkpoint an earlier run of this script left for `seed` under `work`."""
+    found = sorted((work / f"seed{seed}").glob("*/final"))
+    if not found:
+        raise SystemExit(f"--reuse: no trained policy under {work / f'seed{seed}'} "
+                         f"(expected <run>/final, as training leaves it)")
+    return found[-1]
+
+
 def run_ppo(args, seeds, shapes, starts, envs: Envs, work: Path) -> dict:
     from argus_env.agents.rl import ppo
     per_seed = {}
     for seed in seeds:
         pargs = ppo_args(args, seed, work)
         t0 = time.perf_counter()
-        final = Path(ppo.train(pargs))
-        train_s = time.perf_counter() - t0
+        final = trained(work, seed) if args.reuse else Path(ppo.train(pargs))
+        train_s = time.perf_counter() - t0 if not args.reuse else None
         metrics = [json.loads(x) for x in (final.parent / "metrics.jsonl").read_text().splitlines()]
         steps = {0: 0, **{m["iteration"]: int(m["env_steps_sampled_lifetime"]) for m in metrics}}
         points, t1 = [], time.perf_counter()
         for ckpt in sorted(final.parent.glob("iter_*")):
             it = int(ckpt.name.split("_")[1])
-            margs = lambda s: ppo.Args(checkpoint=str(ckpt), budget=args.budget, seed=seed, shape=s)  # noqa: E731
+            margs = lambda s: ppo.Args(checkpoint=str(ckpt), budget=args.budget, seed=seed,  # noqa: E731
+                                       shape=s, no_repeats=args.no_repeats,
+                                       use_budget=args.use_budget)
             per_shape = {s: episode(envs.make(), ppo, margs(s), starts[s], args.budget)
                          for s in shapes}
             y = geomean([per_shape[s]["best"] for s in shapes])
@@ -192,7 +212,8 @@ def run_ppo(args, seeds, shapes, starts, envs: Envs, work: Path) -> dict:
             print(f"ppo seed {seed} iteration {it} ({steps[it]} train steps): held-out best "
                   f"{y:.3f}", flush=True)
         per_seed[str(seed)] = {"points": points, "train_metrics": metrics,
-                               "train_seconds": round(train_s, 1),
+                               "train_seconds": round(train_s, 1) if train_s is not None
+                               else "trained by an earlier run (--reuse)",
                                "eval_seconds": round(time.perf_counter() - t1, 1),
                                "final_curve": [geomean(c) for c in zip(
                                    *(points[-1]["per_shape"][s]["curve"] for s in shapes))]}
@@ -348,9 +369,10 @@ def main(argv=None) -> int:
             from argus_env.agents.rl import ppo
             result["config"]["ppo_args"] = {k: v for k, v in vars(ppo_args(args, 0, work)).items()
                                             if k not in ("seed", "checkpoint_dir")}
-            from argus_env.measure.pool import ensure_ray
-            ensure_ray(num_cpus=max(args.env_runners, 2), temp_dir=str(work / "ray"),
-                       log_to_driver=False)
+            if not args.reuse:   # playing a saved policy needs no Ray
+                from argus_env.measure.pool import ensure_ray
+                ensure_ray(num_cpus=max(args.env_runners, 2), temp_dir=str(work / "ray"),
+                           log_to_driver=False)
             result["agents"]["ppo"] = {"per_seed": run_ppo(args, args.seeds, shapes, starts,
                                                            envs, work)}
         else:

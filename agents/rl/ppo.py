@@ -145,6 +145,10 @@ class Args:
     """draw each action from the policy's distribution (the softmax of the masked logits,
     seeded by `seed`) instead of taking its argmax; with `no_repeats`, among the actions
     not yet taken from the current program"""
+    use_budget: bool = False
+    """play the whole budget: the policy's own submit is not taken before the budget's last
+    step (its best other action is), and the last step submits, as a search agent plays;
+    off: the policy may submit early, as the committed boards were played"""
     eval_split: str = "test"
     """split of the held-out shapes `evaluate` plays"""
     eval_shapes: list | None = None
@@ -354,7 +358,8 @@ def _play(env, args: Args, progress=None, *, policy: Policy) -> EpisodeRecord:
     rng = np.random.default_rng(args.seed) if args.sample else None
     while True:
         here = tried.setdefault(info["program"], set()) if args.no_repeats else set()
-        a = submit if rec.rec.steps >= args.budget - 1 else policy.act(obs, here, rng)
+        a = submit if rec.rec.steps >= args.budget - 1 else \
+            policy.act(obs, here | {submit} if args.use_budget else here, rng)
         here.add(a)
         obs, reward, terminated, truncated, info = env.step(a)
         rec.step(a, reward, info)

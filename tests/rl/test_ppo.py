@@ -126,6 +126,21 @@ def test_no_repeats_and_sampling_play_legal_actions_without_cycles(trained, tmp_
         assert again.actions == rec.actions, extra
 
 
+def test_use_budget_plays_every_step_and_submits_last(trained):
+    """`use_budget`: the policy's own submit is never taken early; the episode lasts the
+    whole budget and only its last step submits."""
+    ppo, args, path, _, _ = trained
+    module = load_agent("ppo")
+    for extra in ({"use_budget": True}, {"use_budget": True, "no_repeats": True}):
+        env = MaskAudit(gym.make("Argus-GEMM-v0", correctness="none", max_episode_steps=50))
+        submit = env.unwrapped.catalog.index(("submit", None))
+        rec = module.run(env, module.Args(checkpoint=path, budget=9, seed=1,
+                                          shape="decode-16", **extra))
+        assert env.violations == 0 and rec.submitted, rec.action_labels
+        assert rec.steps == 9 and len(rec.actions) == 9, (extra, rec.action_labels)
+        assert rec.actions[-1] == submit and submit not in rec.actions[:-1], rec.action_labels
+
+
 def test_act_skips_tried_and_masked_actions():
     from argus_env.agents.rl import ppo
     import numpy as np
