@@ -1,0 +1,91 @@
+"""PPO against random and greedy search at equal env steps on held-out shapes, from the
+results files of `benchmarks/learning_curve.py`.
+
+For every env: each agent's best fraction of the library found within 5, 10, 20 and 30
+env steps on the held-out shapes (geomean over the shapes), mean over seeds with the
+seeds' min-max; PPO's curve is its final policy's held-out episode (trained on the train
+shapes only). "Outside the spread" says whether PPO's worst seed is above random's best
+seed at that budget. Files are named by their agents: a file may hold only PPO (a policy
+played again with `--reuse`), whose search baselines then come from a file of the same env
+that holds them.
+
+    python benchmarks/learning_curve_table.py benchmarks/results/learning_curves_2026-12-07/*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BUDGETS = (5, 10, 20, 30)
+
+
+def curves(result: dict, agent: str) -> list[list[float]]:
+    """Per seed, the best-so-far curve (index: env steps on the held-out shape)."""
+    seeds = result["agents"][agent]["per_seed"].values()
+    key = "final_curve" if agent == "ppo" else "curve"
+    return [s[key] for s in seeds]
+
+
+def cell(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def table(results: list[dict]) -> str:
+    by_env: dict[str, dict[str, tuple]] = {}
+    for r in results:
+        env = r["config"]["env_id"]
+        for agent in r["agents"]:
+            play = ""
+            if agent == "ppo":
+                cfg = r["config"]
+                play = ", ".join(n for n, on in (("use budget", cfg.get("use_budget")),
+                                                 ("no repeats", cfg.get("no_repeats"))) if on)
+                play = play or "argmax, may submit early"
+                steps = r["agents"]["ppo"]["per_seed"]
+                trained = next(iter(steps.values()))["points"][-1]["env_steps"]
+                label = f"ppo ({play}; {trained} training steps)"
+            else:
+                label = agent
+            by_env.setdefault(env, {})[label] = (agent, curves(r, agent))
+    lines = []
+    for env, agents in by_env.items():
+        lines += [f"### {env}", "",
+                  "| agent | seeds | " + " | ".join(f"{b} steps" for b in BUDGETS) + " |",
+                  "| --- | --- | " + " | ".join("---" for _ in BUDGETS) + " |"]
+        random = next((c for a, c in agents.values() if a == "random"), None)
+        for label, (agent, cs) in sorted(agents.items()):
+            row = [cell([c[min(b, len(c) - 1)] for c in cs]) for b in BUDGETS]
+            lines.append(f"| {label} | {len(cs)} | " + " | ".join(row) + " |")
+            if agent == "ppo" and random is not None:
+                out = ["yes" if min(c[min(b, len(c) - 1)] for c in cs) >
+                       max(c[min(b, len(c) - 1)] for c in random) else "no" for b in BUDGETS]
+                lines.append(f"| {label}: worst seed above random's best | | "
+                             + " | ".join(out) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", type=Path, help="learning_curve_*.json")
+    args = ap.parse_args(argv)
+    results = []
+    for f in args.files:
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{f}: not a results file ({e})")
+        if "agents" not in r or "config" not in r:
+            raise SystemExit(f"{f}: not a learning_curve.py results file")
+        results.append(r)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
