@@ -5,7 +5,8 @@ For every env: each agent's best fraction of the library found within 5, 10, 20 
 env steps on the held-out shapes (geomean over the shapes), mean over seeds with the
 seeds' min-max; PPO's curve is its final policy's held-out episode (trained on the train
 shapes only). "Outside the spread" says whether PPO's worst seed is above random's best
-seed at that budget. Files are named by their agents: a file may hold only PPO (a policy
+seed at that budget; "ppo untrained" is the policy before training played the same way
+(what the play alone finds). Files are named by their agents: a file may hold only PPO (a policy
 played again with `--reuse`), whose search baselines then come from a file of the same env
 that holds them.
 
@@ -31,6 +32,20 @@ def curves(result: dict, agent: str) -> list[list[float]]:
     return [s[key] for s in seeds]
 
 
+def untrained(result: dict) -> list[list[float]] | None:
+    """Per seed, the curve of PPO's policy before training (its first saved point), played
+    as the trained one: what the play alone finds. None where the file lacks it."""
+    out = []
+    for s in result["agents"]["ppo"]["per_seed"].values():
+        first = s["points"][0] if s.get("points") else None
+        if not first or first.get("env_steps") or "per_shape" not in first:
+            return None
+        per_shape = [e["curve"] for e in first["per_shape"].values()]
+        out.append([float(np.exp(np.mean(np.log(np.maximum(step, 1e-9)))))
+                    for step in zip(*per_shape)])
+    return out
+
+
 def cell(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
@@ -52,6 +67,8 @@ def table(results: list[dict]) -> str:
             else:
                 label = agent
             by_env.setdefault(env, {})[label] = (agent, curves(r, agent))
+            if agent == "ppo" and untrained(r) is not None:
+                by_env[env][f"ppo untrained ({play})"] = ("untrained", untrained(r))
     lines = []
     for env, agents in by_env.items():
         lines += [f"### {env}", "",
