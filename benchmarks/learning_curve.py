@@ -87,7 +87,7 @@ def parse_args(argv=None):
                    choices=["ppo", *SEARCH])
     p.add_argument("--work-dir", default=None, help="checkpoints (default: a temp folder)")
     p.add_argument("--reuse", action="store_true",
-                   help="play the policies an earlier run left in --work-dir (seed<k>/latest) "
+                   help="play the policies an earlier run left in --work-dir (seed<k>/<run>/final) "
                         "instead of training: its checkpoints, metrics and training seconds")
     p.add_argument("--no-repeats", action="store_true",
                    help="PPO's held-out play: from a program met again, the best action not "
@@ -324,15 +324,13 @@ def provenance(argv) -> dict:
 
 
 def env_task(env_id: str):
-    """The task behind a registered env id."""
-    import gymnasium as gym
-
-    import argus_env  # noqa: F401
-    env = gym.make(env_id, correctness="none")
-    try:
-        return env.unwrapped.task
-    finally:
-        env.close()
+    """The task behind a registered env id (from the registry: no env is made)."""
+    from argus_env.registry import env_ids
+    from argus_env.task import get_task
+    ids = env_ids()
+    if env_id not in ids:
+        raise SystemExit(f"--env {env_id!r} is not a registered env id: {', '.join(sorted(ids))}")
+    return get_task(ids[env_id])
 
 
 def main(argv=None) -> int:

@@ -46,6 +46,11 @@ def untrained(result: dict) -> list[list[float]] | None:
     return out
 
 
+def at(cs: list[list[float]], budget: int) -> list[float]:
+    """Each seed's best so far after `budget` steps (its last value for a shorter curve)."""
+    return [c[min(budget, len(c) - 1)] for c in cs]
+
+
 def cell(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
@@ -67,8 +72,9 @@ def table(results: list[dict]) -> str:
             else:
                 label = agent
             by_env.setdefault(env, {})[label] = (agent, curves(r, agent))
-            if agent == "ppo" and untrained(r) is not None:
-                by_env[env][f"ppo untrained ({play})"] = ("untrained", untrained(r))
+            before = untrained(r) if agent == "ppo" else None
+            if before is not None:
+                by_env[env][f"ppo untrained ({play})"] = ("untrained", before)
     lines = []
     for env, agents in by_env.items():
         lines += [f"### {env}", "",
@@ -76,11 +82,10 @@ def table(results: list[dict]) -> str:
                   "| --- | --- | " + " | ".join("---" for _ in BUDGETS) + " |"]
         random = next((c for a, c in agents.values() if a == "random"), None)
         for label, (agent, cs) in sorted(agents.items()):
-            row = [cell([c[min(b, len(c) - 1)] for c in cs]) for b in BUDGETS]
+            row = [cell(at(cs, b)) for b in BUDGETS]
             lines.append(f"| {label} | {len(cs)} | " + " | ".join(row) + " |")
             if agent == "ppo" and random is not None:
-                out = ["yes" if min(c[min(b, len(c) - 1)] for c in cs) >
-                       max(c[min(b, len(c) - 1)] for c in random) else "no" for b in BUDGETS]
+                out = ["yes" if min(at(cs, b)) > max(at(random, b)) else "no" for b in BUDGETS]
                 lines.append(f"| {label}: worst seed above random's best | | "
                              + " | ".join(out) + " |")
         lines.append("")
