@@ -73,6 +73,13 @@ class BenchConfig:
     """the version of the tasks' transformation catalogs (None: each task's newest; a
     number: that version, or a task's newest where it has no later one); a board made
     before a catalog grew names the version it played, and replays so"""
+    tables: dict = field(default_factory=dict)
+    """env id -> the GPU table rows its table-mode episodes read (`format_snapshot` text,
+    as a line's `hashes.table_rows` names them: `table_h200.csv:353`); an env not named
+    reads the tables as they are. A committed board pins the rows it was played against,
+    so that the tables can grow by later GPU recordings without changing its replays.
+    Only the project's own suites (configs/bench) may pin: a submitted suite that pins is
+    refused (`bench.submission`), since fewer rows would let it choose model prices"""
     agents: dict = field(default_factory=lambda: {"random": {}, "greedy": {}, "evolutionary": {}})
     """leaderboard name -> {agent: module or registered name (default: the name), Args fields}"""
 
@@ -154,6 +161,26 @@ class BenchConfig:
         if type(self.catalog) is not int or self.catalog < 1:
             raise ValueError(f"catalog must be a whole number >= 1 or null, got {self.catalog!r}")
         return min(self.catalog, latest)
+
+    def tables_for(self, env_id: str) -> str | None:
+        """The table rows the suite plays `env_id` against (`tables`), as
+        `format_snapshot` writes them; None: the tables as they are. Raises ValueError for
+        a pin on an env the suite does not play, on a suite not priced from tables, or one
+        that is not a snapshot."""
+        if not self.tables:
+            return None
+        from ..measure.analytic import format_snapshot, parse_snapshot
+        if not isinstance(self.tables, dict):
+            raise ValueError(f"tables must map env ids to table snapshots, got {self.tables!r}")
+        if self.measure != "table":
+            raise ValueError(f"tables pins the GPU table rows a table-mode suite reads; this "
+                             f"suite's measure is {self.measure!r}")
+        unknown = sorted(set(self.tables) - set(self.env_ids()))
+        if unknown:
+            raise KeyError(f"tables names envs the suite does not play: {unknown}; it plays "
+                           f"{', '.join(self.env_ids())}")
+        pinned = self.tables.get(env_id)
+        return None if pinned is None else format_snapshot(parse_snapshot(pinned))
 
     def fingerprint(self, env_id: str | None = None) -> dict:
         """What must match for two runs to share one results file; with the `env_id` of a

@@ -56,6 +56,9 @@ class Runner:
         if c.measure in ("model", "table"):
             kwargs["estimator"] = c.estimator
         kwargs["catalog"] = c.catalog_for(env_id)
+        pinned = c.tables_for(env_id)
+        if pinned is not None:   # the rows the suite's board was played against
+            kwargs["table_snapshot"] = pinned
         env = gym.make(env_id, **kwargs)
         share(env, self._evaluators)
         return env

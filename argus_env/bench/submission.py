@@ -152,7 +152,8 @@ def _suite(folder: Path, meta: dict, problems: list):
     name = meta.get("suite")
     if not isinstance(name, str) or not name:
         return None
-    if NAME.fullmatch(name) and name in config_names("bench"):
+    ours = bool(NAME.fullmatch(name)) and name in config_names("bench")
+    if ours:
         path = name
     else:
         path = inside(folder, name)
@@ -166,9 +167,18 @@ def _suite(folder: Path, meta: dict, problems: list):
         suite = load_config(path)
         suite.agents = {meta["name"]: {}}
         episodes = suite.episodes()
+        for env_id in suite.env_ids():
+            suite.tables_for(env_id)
     except Exception as e:  # noqa: BLE001 - any flaw of a submitted suite is a problem
         problems.append(Problem("agent.yaml", None, f"suite {name!r}: {type(e).__name__}: {e}",
                                 "suite"))
+        return None
+    if suite.tables and not ours:
+        # a suite of the submitter's own that names the table rows it is played against
+        # would choose its prices (with no rows, the cost model prices everything)
+        problems.append(Problem("agent.yaml", None, f"suite {name!r} pins the GPU tables "
+                                "(tables:); only the project's own suites may: remove it, "
+                                "and play against the tables as they are", "suite"))
         return None
     return suite, episodes
 
@@ -211,7 +221,8 @@ def _line_rules(line: dict, meta: dict, suite, tracks: dict, folder: Path,
     out += [bad(f"agent_args names a path outside the submission folder: {s!r}", "agent_args")
             for s in escaping(folder, line["agent_args"])]
     if suite.measure == "table" and memo is not None:
-        out += [bad(why, "hashes") for why in [stale_tables(line, memo)] if why]
+        out += [bad(why, "hashes") for why in
+                [stale_tables(line, memo, suite.tables_for(line["env_id"]))] if why]
     if suite.measure in ("model", "table") and memo is not None:
         out += [bad(why, "hashes") for why in [stale_fit(line, memo)] if why]
     return out
@@ -257,16 +268,19 @@ def stale_fit(line: dict, memo: dict) -> str | None:
     return None
 
 
-def stale_tables(line: dict, memo: dict) -> str | None:
+def stale_tables(line: dict, memo: dict, pinned: str | None = None) -> str | None:
     """Why a table-mode line was not played against the tables as they are now (None:
     it was). A replay reads the tables the line names (`hashes.table_rows`), so a
     submission that could name its own would choose its prices: with zero rows every
     program is priced by the cost model, which is what an agent gaming the model wants.
-    Committed boards may be older than the tables; a new submission may not."""
+    Committed boards may be older than the tables; a new submission may not, unless it
+    is played in one of the project's suites that pins the rows its board was played
+    against (`pinned`, `BenchConfig.tables`): then those, the rows every line of that
+    board is priced by."""
     from ..measure.analytic import parse_snapshot
     claimed = (line.get("hashes") or {}).get("table_rows")
     try:
-        now = current_pricing(line, memo)["table_rows"]
+        now = pinned if pinned is not None else current_pricing(line, memo)["table_rows"]
     except (KeyError, ValueError) as e:
         return f"the {line['task']} tables of {line['hardware']} cannot be read: {e}"
     if claimed is None:

@@ -76,6 +76,16 @@ def test_the_committed_suite_is_complete_and_of_one_setting():
     assert all(ln["measure"] == "table" and ln["budget"] == cfg.budget for ln in lines)
 
 
+def test_every_committed_line_names_the_table_rows_its_suite_pins():
+    """The board replays against the H200 table rows it was played against, not the
+    tables as they grow: every line names them (`hashes.table_rows`), and the suite pins
+    the same rows (`tables:`), so a re-run reads what the lines read."""
+    cfg = load_config("leaderboard")
+    for ln in committed():
+        assert ln["hashes"].get("table_rows") == cfg.tables_for(ln["env_id"]), \
+            (R.line_key(ln), ln["hashes"].get("table_rows"))
+
+
 def _first(agent: str, env_id: str | None = None) -> list[dict]:
     """The first committed episode of `agent` on each env (or on `env_id`)."""
     seen, out = set(), []

@@ -336,7 +336,9 @@ def test_append_grows_a_table_by_the_rows_it_lacks(tmp_path):
         reader = csv.DictReader(f)
         rows = list(reader)
     assert reader.fieldnames == header + list(RP.PROVENANCE_COLUMNS)
-    assert [{k: r[k] for k in header} for r in rows[:-1]] == old
+    assert [{k: r[k] for k in header} for r in rows[:-1]] == [{k: r[k] for k in header} for r in old]
+    assert [r[c] for r in rows[:-1] for c in RP.PROVENANCE_COLUMNS] == \
+        [r.get(c) or "" for r in old for c in RP.PROVENANCE_COLUMNS]   # earlier rows' provenance kept
     assert rows[-1]["program_hash"] == "f" * 16 and rows[-1]["gpu"] == "NVIDIA H200"
     assert RP.append_tables(out, tables, log=lambda *a: None) == {"rmsnorm": 0}
 

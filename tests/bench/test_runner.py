@@ -159,3 +159,31 @@ def test_a_budget_axis_plays_every_episode_at_each_budget(tiny_config, tmp_path)
         path.write_text(yaml.safe_dump(dict(data, budgets=bad)))
         with pytest.raises(ValueError, match="budgets"):
             load_config(path)
+
+
+def test_a_suite_pins_the_table_rows_it_reads(tmp_path):
+    """`tables:` names the rows a table-mode suite reads per env (what a committed board
+    was played against); it is refused on an env the suite does not play, on a suite not
+    priced from tables, and as anything but a table snapshot."""
+    import yaml
+
+    from argus_env.bench import load_config
+    base = {"name": "pin", "envs": ["Argus-GEMM-v0"], "measure": "table",
+            "agents": {"random": {}}}
+    path = tmp_path / "pin.yaml"
+    path.write_text(yaml.safe_dump({**base, "tables": {"Argus-GEMM-v0": "table_h200.csv:7"}}))
+    cfg = load_config(path)
+    assert cfg.tables_for("Argus-GEMM-v0") == "table_h200.csv:7"
+    env = Runner(cfg, tmp_path).make_env("Argus-GEMM-v0", "train")
+    try:
+        backend = env.unwrapped.evaluator.backend
+        assert backend.snapshot_of(env.unwrapped.task) == "table_h200.csv:7"
+    finally:
+        env.close()
+    assert load_config(path, tables={}).tables_for("Argus-GEMM-v0") is None
+    with pytest.raises(KeyError, match="does not play"):
+        load_config(path, tables={"Argus-MoE-v0": "table_h200.csv:1"}).tables_for("Argus-GEMM-v0")
+    with pytest.raises(ValueError, match="measure is 'model'"):
+        load_config(path, measure="model").tables_for("Argus-GEMM-v0")
+    with pytest.raises(ValueError, match="not name:rows"):
+        load_config(path, tables={"Argus-GEMM-v0": "everything"}).tables_for("Argus-GEMM-v0")

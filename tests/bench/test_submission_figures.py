@@ -219,6 +219,34 @@ def test_a_submission_cannot_choose_the_tables_it_is_priced_by(probe_lines, subm
     assert problems == [] and len(board) == 1, [str(p) for p in problems]
 
 
+def test_a_submitted_suite_cannot_pin_the_tables(probe_lines, submission, probe_suite,
+                                                 tmp_path, monkeypatch):
+    """Only the project's own suites may pin the table rows their boards read
+    (`BenchConfig.tables`): a submission's own suite that pins them, even to the rows its
+    line names, is refused before any replay, as a way to choose its prices."""
+    import yaml
+
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    pinned = {**yaml.safe_load(probe_suite), "tables": {"Argus-GEMM-v0": "table_h200.csv:0"}}
+    path = tmp_path / "pinned.yaml"
+    path.write_text(yaml.safe_dump(pinned))
+    forged = Runner(load_config(path), tmp_path).play(
+        Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0))
+    assert forged["hashes"]["table_rows"] == "table_h200.csv:0"   # the pin was played
+    replayed = []
+    real = V.Validator.replay
+    monkeypatch.setattr(V.Validator, "replay", lambda self, line: replayed.append(line) or
+                        real(self, line))
+    folder = submission([forged])
+    (folder / "suite.yaml").write_text(yaml.safe_dump(pinned))
+    problems, board = check_submission(folder)
+    assert board == [] and any(p.field == "suite" and "pins the GPU tables" in p.message
+                               for p in problems), [str(p) for p in problems]
+    assert replayed == []
+
+
 def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submission,
                                                             probe_suite):
     """A suite with `budgets` wants the episode at each budget: a line at a budget the axis

@@ -182,11 +182,15 @@ def test_a_line_from_before_the_estimator_field_replays_with_the_analytic_model(
     from argus_env.bench.config import Episode
     from argus_env.bench.runner import Runner
     ep = Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0)
-    old = Runner(load_config(tiny_config, estimator="analytic"), tmp_path).play(ep)
+    # no table rows: every step is a model price (`BenchConfig.tables`), so the walk's
+    # prices cannot all come from rows the tables have gained since this was written
+    none = {"Argus-GEMM-v0": "table_h200.csv:0"}
+    old = Runner(load_config(tiny_config, estimator="analytic", tables=none), tmp_path).play(ep)
     assert old["estimator"] == "analytic"
+    assert old["hashes"]["table_rows"] == "table_h200.csv:0"
     del old["estimator"]
     assert validate(old) == []
-    new = Runner(load_config(tiny_config, estimator="corrected"), tmp_path).play(ep)
+    new = Runner(load_config(tiny_config, estimator="corrected", tables=none), tmp_path).play(ep)
     assert new["rewards"] != old["rewards"], "the two models should price this walk apart"
     del new["estimator"]
     assert validate(new), "a corrected-model line replayed as an analytic one"
