@@ -139,12 +139,19 @@ def compile_key(program: Program, target: Target, sizes: dict | None = None) -> 
     # asks for it three times: `begin`, `verdict` and its lookup)
     memo = program.__dict__.setdefault("_compile_keys", {})
     version = triton_version()
-    at = (target.arch, target.sms, version, LOWERING_VERSION,
+    # the workers compile with Triton's FP contraction on unless the user turned it off
+    # (`measure.worker.FP_FUSION`): another setting is another compile (the default's
+    # keys are those the committed verdict tables were written with)
+    from .worker import FP_FUSION
+    fusion = os.environ.get(FP_FUSION, "1")
+    at = (target.arch, target.sms, version, LOWERING_VERSION, fusion,
           None if sizes is None else tuple(sorted((k, int(v)) for k, v in sizes.items())))
     if at in memo:
         return memo[at]
     body = structural_hash(dataclasses.replace(program.kernel, doc=None))
     text = f"{body}|sm{target.arch}|sms{target.sms}|triton{version}|lower{LOWERING_VERSION}"
+    if fusion != "1":
+        text += f"|fpfusion{fusion}"
     if sizes is not None:
         text += f"|spec{spec_text(specialization(program, sizes))}"
     memo[at] = key = hashlib.sha256(text.encode()).hexdigest()[:24]

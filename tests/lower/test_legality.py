@@ -67,6 +67,19 @@ def test_compile_key_follows_what_the_compiler_sees():
     assert compile_key(undocumented, H200) == compile_key(base, H200)
 
 
+def test_compile_key_follows_the_fp_contraction_setting(monkeypatch):
+    """The workers compile with Triton's FP contraction as the user sets it (on by
+    default): a verdict compiled with it off is not shared with the default's, whose keys
+    stay those of the committed verdict tables."""
+    from argus_env.measure.worker import FP_FUSION
+    monkeypatch.delenv(FP_FUSION, raising=False)
+    default = compile_key(GEMM.space.program(GEMM.space.baseline()), H200)
+    monkeypatch.setenv(FP_FUSION, "1")
+    assert compile_key(GEMM.space.program(GEMM.space.baseline()), H200) == default
+    monkeypatch.setenv(FP_FUSION, "0")
+    assert compile_key(GEMM.space.program(GEMM.space.baseline()), H200) != default
+
+
 def test_table_verdicts_and_memory(tmp_path):
     base = GEMM.space.program(GEMM.space.baseline())
     leg = _legality(tmp_path, [_row(base, shared=245760, warps=8)])
