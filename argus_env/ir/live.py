@@ -623,6 +623,7 @@ class _Work:
         # once per trip, and walking its tree again each trip was most of the cost
         self._holds: dict[int, bool] = {}
         self._assigned: dict[int, frozenset] = {}
+        self._same: dict[int, bool] = {}
 
     def run(self, stmts, ev) -> tuple[int, int]:
         self.trips = self.entries = 0
@@ -639,6 +640,33 @@ class _Work:
         found = self._assigned.get(id(s))
         if found is None:
             found = self._assigned[id(s)] = frozenset(_assigned([s]))
+        return found
+
+    def same_each_trip(self, s: ir.For) -> bool:
+        """Whether every trip of loop `s` (which holds the target) counts alike: what
+        decides the count inside it (the bounds of the loops on the way to the target and
+        the target's own, the conditions of the ifs on the way) reads neither `s`'s
+        variable nor any name assigned inside `s`, so that it sees the same values on
+        every trip (program ids are fixed for the one program followed). Then one trip,
+        counted, stands for all: a persistent loop over thousands of small tiles is not
+        walked tile by tile. A bound that a trip computes (stream-K's share of k steps,
+        from the tile) makes it False, and the loop is walked."""
+        found = self._same.get(id(s))
+        if found is None:
+            reads: set[str] = set()
+
+            def visit(stmts) -> None:
+                for t in stmts:
+                    if isinstance(t, ir.For) and self.holds(t):
+                        for x in _range_args(t.iter):
+                            reads.update(_uses(x))
+                        visit(t.body)
+                    elif isinstance(t, ir.If) and self.holds(t):
+                        reads.update(_uses(t.cond))
+                        visit(t.body)
+                        visit(t.orelse)
+            visit(s.body)
+            found = self._same[id(s)] = not reads & (self.assigned(s) | {s.var})
         return found
 
     def point(self, ev, e) -> int:
@@ -667,7 +695,24 @@ class _Work:
                 start, stop, step = (self.point(ev, x) for x in _range_args(s.iter))
                 if step <= 0:
                     raise _Unknown()
-                for v in range(start, stop, step):
+                values = range(start, stop, step)
+                if len(values) > 1 and self.same_each_trip(s):
+                    # one trip counted for all (`same_each_trip`), the iteration budget
+                    # spent as walking every trip would spend it
+                    trips, entries, budget = self.trips, self.entries, self.budget
+                    self.budget -= 1
+                    if self.budget < 0:
+                        raise _Unknown()
+                    ev.env[s.var] = (values[0], values[0])
+                    self.block(s.body, ev)
+                    n = len(values)
+                    self.trips = trips + n * (self.trips - trips)
+                    self.entries = entries + n * (self.entries - entries)
+                    self.budget = budget - n * (budget - self.budget)
+                    if self.budget < 0:
+                        raise _Unknown()
+                    values = ()
+                for v in values:
                     self.budget -= 1
                     if self.budget < 0:
                         raise _Unknown()
