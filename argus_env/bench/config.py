@@ -194,6 +194,9 @@ class BenchConfig:
             out["estimator"] = self.estimator
         if env_id in self.env_ids():
             out["catalog"] = self.catalog_for(env_id)
+            pinned = self.tables_for(env_id)
+            if pinned is not None:   # a line names the rows it read (`hashes.table_rows`)
+                out["table_rows"] = pinned
         return out
 
     def to_dict(self) -> dict:

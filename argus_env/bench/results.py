@@ -186,6 +186,8 @@ def line_setting(line: dict, key: str):
         return LEGACY_ESTIMATOR if line.get("measure") in ("model", "table") else None
     if key == "catalog" and "catalog" not in line:
         return LEGACY_CATALOG
+    if key == "table_rows":   # the GPU table rows a table-mode line was priced from
+        return (line.get("hashes") or {}).get("table_rows")
     return line.get(key)
 
 

@@ -187,3 +187,27 @@ def test_a_suite_pins_the_table_rows_it_reads(tmp_path):
         load_config(path, measure="model").tables_for("Argus-GEMM-v0")
     with pytest.raises(ValueError, match="not name:rows"):
         load_config(path, tables={"Argus-GEMM-v0": "everything"}).tables_for("Argus-GEMM-v0")
+
+
+def test_a_pinned_suite_does_not_resume_over_lines_of_other_table_rows(tmp_path):
+    """Lines in a results file that read other table rows than the suite pins are another
+    run's: the suite refuses to add to them, as it does for another measure or budget."""
+    import yaml
+
+    from argus_env.bench import load_config
+    path = tmp_path / "pin.yaml"
+    path.write_text(yaml.safe_dump({"name": "pin", "envs": ["Argus-GEMM-v0"], "measure": "table",
+                                    "agents": {"random": {}},
+                                    "tables": {"Argus-GEMM-v0": "table_h200.csv:7"}}))
+    cfg = load_config(path)
+    runner = Runner(cfg, tmp_path)
+    want = cfg.fingerprint("Argus-GEMM-v0")
+    assert want["table_rows"] == "table_h200.csv:7"
+    line = {"agent": "random", "env_id": "Argus-GEMM-v0", "shape": "decode-16", "seed": 0,
+            "budget": cfg.budget, **{k: v for k, v in want.items() if k != "table_rows"},
+            "hashes": {"table_rows": "table_h200.csv:7"}}
+    runner.path.write_text(json.dumps(line) + "\n")
+    runner.pending()   # the pinned rows: resumes
+    runner.path.write_text(json.dumps({**line, "hashes": {"table_rows": "table_h200.csv:9"}}) + "\n")
+    with pytest.raises(ValueError, match="table_rows"):
+        runner.pending()
