@@ -82,6 +82,11 @@ class Args:
     """a plan's program is kept when it beats the starting one by more than this fraction"""
     fix_steps: int = 1
     """repair steps tried after a refuted program before undoing it"""
+    kick: int = 0
+    """when no untried move is left and budget remains: from the best program, this many
+    random legal single calls (a seeded perturbation, kept whatever it measures), then the
+    climb again from there; repeated until the budget runs out (0: stop and submit, the
+    planner as the boards played it)"""
     track: bool = False
     """log each step and a summary to W&B (offline by default; agents/tracking.py)"""
 
@@ -139,6 +144,8 @@ class ScriptedPlanner:
             self.memory.begin(self.core.task.name, self.shape, self.sizes, w.frac)
         while True:
             move = self.next_move()
+            if move is None and self.args.kick > 0 and self._kick():
+                continue
             if move is None or not self.play(move):
                 break
         rec = w.finish()
@@ -233,6 +240,32 @@ class ScriptedPlanner:
         move.why = {"prior": round(prior, 4), "episode": [round(x, 4) for x in episode],
                     "memory": [round(mem[0], 4), round(mem[1], 2)]}
         return move
+
+    def _kick(self) -> bool:
+        """An escape from a local optimum (`kick`): back to the best program, then `kick`
+        random legal single calls (to a program not met before where there is one), kept
+        whatever they measure (the walker returns to the best one at the end). False when the budget has
+        no room for it or nothing new is reachable."""
+        w = self.w
+        if not w.goto(w.best_path):
+            return False
+        taken = tries = 0
+        while taken < self.args.kick and tries < 3 * self.args.kick:   # refuted ones retried
+            tries += 1
+            legal = [a for a in self.view.transforms(w.obs["action_mask"])
+                     if self.view.after(w.config, a) not in self.refuted]
+            # a program not met yet where there is one (the best's neighbours all are)
+            calls = [a for a in legal if self.view.after(w.config, a) not in w.known] or legal
+            if not calls:
+                break
+            a = int(self.rng.choice(calls))
+            if not w.fits(w.path + [a], 2):
+                break
+            self.transcript.append({"step": w.rec.rec.env_steps, "action": self._label(a),
+                                    "why": "kick: a random move away from the best program"})
+            if self.take(a):
+                taken += 1
+        return taken > 0 and w.fits(w.path, 2)
 
     # ------------------------------------------------------------ playing
     def play(self, move: Move) -> bool:

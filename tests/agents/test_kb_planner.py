@@ -216,3 +216,24 @@ def test_on_causal_attention_the_recipe_comes_first_and_skips_the_masked_blocks(
                                                shape="b4-h32-s4096-d128-causal")).best_frac_anchor)
     assert min(kb) > max(rnd), (kb, rnd)
     env.close()
+
+
+def test_a_kick_spends_the_budget_the_plain_planner_leaves_and_never_loses_its_best():
+    """With `kick`, the planner does not submit where no untried move is left: from its
+    best program it takes random legal moves and climbs again, every step legal and within
+    the budget. Up to that point it plays as without (the same seeded choices), and the
+    walker keeps the best program seen, so its best is never below the plain planner's."""
+    env = MaskGuard(table_env())
+    budget = 60
+    plain = scripted.play(env, scripted.Args(budget=budget, seed=1, shape="square-8192"))
+    kicked = scripted.play(env, scripted.Args(budget=budget, seed=1, shape="square-8192", kick=2))
+    assert plain.env_steps < budget - 4, "the plain planner should stop early here"
+    n = len(all_actions(plain)) - 1   # its steps before returning to the best and submitting
+    assert all_actions(kicked)[:n - 2] == all_actions(plain)[:n - 2]
+    assert any(str(t.get("why", "")).startswith("kick") for t in kicked.transcript)
+    assert kicked.env_steps > plain.env_steps and kicked.env_steps <= budget
+    assert kicked.submitted and kicked.invalid_actions == 0
+    assert kicked.best_frac_anchor >= plain.best_frac_anchor
+    again = scripted.play(env, scripted.Args(budget=budget, seed=1, shape="square-8192", kick=2))
+    assert all_actions(again) == all_actions(kicked), "the kicks are seeded"
+    env.close()
