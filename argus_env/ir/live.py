@@ -696,28 +696,22 @@ class _Work:
                 if step <= 0:
                     raise _Unknown()
                 values = range(start, stop, step)
-                if len(values) > 1 and self.same_each_trip(s):
-                    # one trip counted for all (`same_each_trip`), the iteration budget
-                    # spent as walking every trip would spend it
-                    trips, entries, budget = self.trips, self.entries, self.budget
-                    self.budget -= 1
-                    if self.budget < 0:
-                        raise _Unknown()
-                    ev.env[s.var] = (values[0], values[0])
-                    self.block(s.body, ev)
-                    n = len(values)
-                    self.trips = trips + n * (self.trips - trips)
-                    self.entries = entries + n * (self.entries - entries)
-                    self.budget = budget - n * (budget - self.budget)
-                    if self.budget < 0:
-                        raise _Unknown()
-                    values = ()
-                for v in values:
+                # every trip counting alike (`same_each_trip`): the first one walked stands
+                # for all, the iteration budget spent as walking every trip would spend it
+                n = len(values) if len(values) > 1 and self.same_each_trip(s) else 1
+                trips, entries, budget = self.trips, self.entries, self.budget
+                for v in (values[:1] if n > 1 else values):
                     self.budget -= 1
                     if self.budget < 0:
                         raise _Unknown()
                     ev.env[s.var] = (v, v)
                     self.block(s.body, ev)
+                if n > 1:
+                    self.trips = trips + n * (self.trips - trips)
+                    self.entries = entries + n * (self.entries - entries)
+                    self.budget = budget - n * (budget - self.budget)
+                    if self.budget < 0:
+                        raise _Unknown()
                 for name in self.assigned(s):
                     ev.env[name] = UNKNOWN
             elif isinstance(s, ir.If) and self.holds(s):
