@@ -162,13 +162,13 @@ class BenchConfig:
             raise ValueError(f"catalog must be a whole number >= 1 or null, got {self.catalog!r}")
         return min(self.catalog, latest)
 
-    def tables_for(self, env_id: str) -> str | None:
-        """The table rows the suite plays `env_id` against (`tables`), as
-        `format_snapshot` writes them; None: the tables as they are. Raises ValueError for
-        a pin on an env the suite does not play, on a suite not priced from tables, or one
-        that is not a snapshot."""
+    def pinned_tables(self) -> dict[str, str]:
+        """{env id: the table rows the suite plays it against} (`tables`), each as
+        `format_snapshot` writes it. Raises KeyError for a pin on an env the suite does not
+        play, ValueError on a suite not priced from tables or for one that is not a
+        snapshot (`load_config` asks, so a bad pin is refused before any episode)."""
         if not self.tables:
-            return None
+            return {}
         from ..measure.analytic import format_snapshot, parse_snapshot
         if not isinstance(self.tables, dict):
             raise ValueError(f"tables must map env ids to table snapshots, got {self.tables!r}")
@@ -179,8 +179,12 @@ class BenchConfig:
         if unknown:
             raise KeyError(f"tables names envs the suite does not play: {unknown}; it plays "
                            f"{', '.join(self.env_ids())}")
-        pinned = self.tables.get(env_id)
-        return None if pinned is None else format_snapshot(parse_snapshot(pinned))
+        return {e: format_snapshot(parse_snapshot(rows)) for e, rows in self.tables.items()}
+
+    def tables_for(self, env_id: str) -> str | None:
+        """The table rows the suite plays `env_id` against (`pinned_tables`); None: the
+        tables as they are."""
+        return self.pinned_tables().get(env_id)
 
     def fingerprint(self, env_id: str | None = None) -> dict:
         """What must match for two runs to share one results file; with the `env_id` of a
@@ -234,6 +238,7 @@ def load_config(name_or_path: str | Path = "default", **overrides) -> BenchConfi
         raise ValueError(f"{path}: budgets must be a list of env step counts, got "
                          f"{cfg.budgets!r}")
     cfg.budget_axis()   # refuse a bad axis before any episode is played
+    cfg.pinned_tables()   # and bad table pins
     return cfg
 
 

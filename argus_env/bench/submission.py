@@ -167,8 +167,6 @@ def _suite(folder: Path, meta: dict, problems: list):
         suite = load_config(path)
         suite.agents = {meta["name"]: {}}
         episodes = suite.episodes()
-        for env_id in suite.env_ids():
-            suite.tables_for(env_id)
     except Exception as e:  # noqa: BLE001 - any flaw of a submitted suite is a problem
         problems.append(Problem("agent.yaml", None, f"suite {name!r}: {type(e).__name__}: {e}",
                                 "suite"))
