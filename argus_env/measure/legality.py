@@ -142,15 +142,15 @@ def compile_key(program: Program, target: Target, sizes: dict | None = None) -> 
     # the workers compile with Triton's FP contraction on unless the user turned it off
     # (`measure.worker.FP_FUSION`): another setting is another compile (the default's
     # keys are those the committed verdict tables were written with)
-    from .worker import FP_FUSION
-    fusion = os.environ.get(FP_FUSION, "1")
+    from .worker import FP_FUSION, FP_FUSION_DEFAULT
+    fusion = os.environ.get(FP_FUSION, FP_FUSION_DEFAULT)
     at = (target.arch, target.sms, version, LOWERING_VERSION, fusion,
           None if sizes is None else tuple(sorted((k, int(v)) for k, v in sizes.items())))
     if at in memo:
         return memo[at]
     body = structural_hash(dataclasses.replace(program.kernel, doc=None))
     text = f"{body}|sm{target.arch}|sms{target.sms}|triton{version}|lower{LOWERING_VERSION}"
-    if fusion != "1":
+    if fusion != FP_FUSION_DEFAULT:
         text += f"|fpfusion{fusion}"
     if sizes is not None:
         text += f"|spec{spec_text(specialization(program, sizes))}"

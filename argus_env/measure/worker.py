@@ -514,6 +514,7 @@ def _signal_name(n: int) -> str:
 #: (several pools spinning on a few cores slow every one of them down many times)
 #: Triton's switch for floating-point contraction when a kernel does not choose
 FP_FUSION = "TRITON_DEFAULT_FP_FUSION"
+FP_FUSION_DEFAULT = "1"   # on, as Triton 3.6-3.9 default to
 SERIAL = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -522,7 +523,7 @@ def _environment(interpret: bool) -> dict:
     # floating-point contraction (FMA) as every Triton the project supports does by default
     # (3.6-3.9), said explicitly: Triton 3.9 warns on every compile where it is unset, and
     # 3.10 turns the default off, which would change the kernels' numerics and code
-    env.setdefault(FP_FUSION, "1")
+    env.setdefault(FP_FUSION, FP_FUSION_DEFAULT)
     if interpret:
         env.update({name: "1" for name in SERIAL})
     return env
