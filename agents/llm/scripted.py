@@ -244,8 +244,8 @@ class ScriptedPlanner:
     def _kick(self) -> bool:
         """An escape from a local optimum (`kick`): back to the best program, then `kick`
         random legal single calls (to a program not met before where there is one), kept
-        whatever they measure (the walker returns to the best one at the end). False when the budget has
-        no room for it or nothing new is reachable."""
+        whatever they measure (the walker returns to the best one at the end). False when
+        the budget has no room for it or no call was taken."""
         w = self.w
         if not w.goto(w.best_path):
             return False
