@@ -299,3 +299,19 @@ def test_a_line_of_another_catalog_is_refused_before_any_replay(probe_lines, sub
     problems, board = check_submission(submission([other]))
     assert board == [] and "catalog" in {p.field for p in problems}, [str(p) for p in problems]
     assert replayed == []
+
+
+def test_in_a_pinned_project_suite_a_line_is_held_to_the_pinned_rows():
+    """A line submitted to one of the project's suites that pins its table rows (the
+    committed leaderboard's) must name those rows: one that names none, or fewer (every
+    program a model price), is refused, whatever the tables hold now."""
+    from argus_env.bench import load_config
+    from argus_env.bench.submission import stale_tables
+    pinned = load_config("leaderboard").tables_for("Argus-GEMM-v0")
+    assert pinned
+    line = {"task": "gemm", "hardware": "h200", "measure": "table", "env_id": "Argus-GEMM-v0",
+            "hashes": {"table_rows": pinned}}
+    assert stale_tables(line, {}, pinned) is None
+    for forged in ("table_h200.csv:0", None):
+        why = stale_tables({**line, "hashes": {"table_rows": forged}}, {}, pinned)
+        assert why and "play it again" in why, why
