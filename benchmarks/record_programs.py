@@ -143,7 +143,9 @@ PRIORITY = {"board": 0, "known": 0, "episode": 1, "records": 1, "retime": 2, "co
 #: attribute of the task's space module holding them
 CONFIG_SETS = {"small-shapes": ("gemm", "SMALL_SHAPES"), "sample": ("gemm", None),
                "model-top": ("gemm", "model-top"), "gemm-expert": ("gemm", "EXPERT"),
-               "moe-grouped": ("moe", "GROUPED"), "moe-summed": ("moe", "SUMMED")}
+               "moe-grouped": ("moe", "GROUPED"), "moe-summed": ("moe", "SUMMED"),
+               "attention-expert": ("attention", "EXPERT"), "moe-expert": ("moe", "EXPERT"),
+               "rmsnorm-expert": ("rmsnorm", "EXPERT")}
 #: `model-top`: at each of these GEMM shapes (the suite's furthest below cuBLAS), the
 #: configurations the corrected cost model of `TOP_HARDWARE` ranks fastest among
 #: `TOP_POOL` mask-legal ones drawn at random, `TOP_N` of those the tables lack
@@ -1757,8 +1759,8 @@ def main(argv=None) -> int:
                    help="add named sets of catalog configurations at every suite shape where "
                         "the mask allows them (small-shapes: GEMM swap-AB, stream-K and "
                         f"split-K; sample: {SAMPLE_SIZE} GEMM configurations drawn with --seed; "
-                        "model-top: the corrected model's fastest; gemm-expert: the GEMM "
-                        "expert's configuration)")
+                        "model-top: the corrected model's fastest; gemm-expert, attention-expert, "
+                        "moe-expert, rmsnorm-expert: that task's expert configuration)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--retime", nargs="*", default=[], metavar="TASK",
                    help="time again every program the task's tables hold at the board's "
