@@ -440,6 +440,25 @@ def test_a_set_of_one_configuration_is_planned_at_every_shape_it_is_legal(monkey
     assert {i.shape: i.program_hash for i in items} == want
 
 
+@pytest.mark.parametrize("name,task_name", [("attention-expert", "attention"),
+                                             ("moe-expert", "moe"),
+                                             ("rmsnorm-expert", "rmsnorm")])
+def test_each_tasks_expert_set_is_its_expert_at_its_shapes(monkeypatch, name, task_name):
+    """`plan --configs attention-expert` (and MoE's, RMSNorm's): the task's own expert
+    configuration, as the program its space renders, at the task's shapes (candidates
+    for the best known where the tables have no row)."""
+    import importlib
+    from argus_env.task import get_task
+    task = get_task(task_name)
+    expert = importlib.import_module(type(task.space).__module__).EXPERT
+    shapes = task.shapes[:2]
+    monkeypatch.setattr(task, "shapes", shapes)
+    items = list(RP.config_items([name]))
+    want = {c.name: task.bind(task.space.program(expert), c.sizes).hash for c in shapes}
+    assert {i.shape: i.program_hash for i in items} == want
+    assert all(i.task == task_name and i.sources == ["configs"] for i in items)
+
+
 def test_the_sample_set_draws_distinct_legal_combined_configurations():
     """`plan --configs sample`: the same seed draws the same configurations, all distinct,
     each allowed by the mask at some suite shape, none a split left uncombined or a combine
