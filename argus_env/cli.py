@@ -160,7 +160,8 @@ def cmd_run(args) -> int:
     given = {k: v for k, v in dict(budget=args.budget, seed=args.seed, shape=shape).items()
              if k in fields}
     agent_args = module.Args(**{**given, **_agent_args(module.Args, args.agent_arg or [])})
-    extra = {"estimator": args.estimator} if args.measure in ("model", "table") else {}
+    extra = {"estimator": args.estimator, "model_anchor": args.model_anchor} \
+        if args.measure in ("model", "table") else {}
     env = gym.make(env_id, measure=args.measure, hardware=args.hardware,
                    max_episode_steps=max(args.budget, 1), **extra)
     console.print(f"[bold]argus run[/] {env_id} with agent [bold]{args.agent}[/], budget "
@@ -575,6 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--estimator", default="corrected", choices=["corrected", "analytic"],
                      help="model prices: the analytic model times the learned correction "
                           "for the hardware (corrected) or the analytic model alone")
+    run.add_argument("--model-anchor", default="measured", choices=["measured", "roofline"],
+                     help="the library figure a model price is a fraction of, off the H200: "
+                          "as the GPU tables timed it at the shape (measured) or 0.9 x the "
+                          "roofline (as records made before this option were priced)")
     run.add_argument("--out-dir", default="runs")
     run.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", named "
                      "ENV__AGENT__SEED__TIME")
@@ -599,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--estimator", choices=["corrected", "analytic"],
                        help="model prices: the analytic model times the learned correction "
                             "(corrected) or the analytic model alone")
+    bench.add_argument("--model-anchor", choices=["measured", "roofline"],
+                       help="the library figure model prices are fractions of, off the H200 "
+                            "(default: the suite's)")
     bench.add_argument("--out-dir", default="results")
     bench.add_argument("--quiet", action="store_true", help="no progress display")
     bench.add_argument("--wandb", action="store_true", help=WANDB_HELP + ", one run per "

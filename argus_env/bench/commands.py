@@ -25,7 +25,8 @@ def cmd_bench(args) -> int:
     cfg = load_config(args.config, name=args.name, agents=args.agents, envs=args.envs,
                       tracks=args.tracks, seeds=args.seeds, budget=args.budget,
                       measure=args.measure, hardware=args.hardware,
-                      estimator=getattr(args, "estimator", None))
+                      estimator=getattr(args, "estimator", None),
+                      model_anchor=getattr(args, "model_anchor", None))
     console = _console()
     runner = Runner(cfg, args.out_dir, wandb=getattr(args, "wandb", False))
     todo, done = runner.pending()

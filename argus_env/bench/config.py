@@ -67,6 +67,10 @@ class BenchConfig:
     estimator: str = "corrected"
     """model prices: "corrected" (the analytic model times the learned correction, where
     one is used) or "analytic" (the boards made before the correction name it)"""
+    model_anchor: str = "measured"
+    """the library figure model prices are set against off the H200: "measured" (the
+    GPU tables' timing of it at the shape) or "roofline" (0.9 x the roofline; the boards
+    made before the field name it)"""
     mode: str = "discrete"
     reward: str = "default"
     catalog: int | None = None
@@ -196,6 +200,7 @@ class BenchConfig:
             out["budget"] = self.budget
         if self.measure in ("model", "table"):   # a line names it (`line_setting`)
             out["estimator"] = self.estimator
+            out["model_anchor"] = self.model_anchor
         if env_id in self.env_ids():
             out["catalog"] = self.catalog_for(env_id)
             pinned = self.tables_for(env_id)
@@ -239,6 +244,11 @@ def load_config(name_or_path: str | Path = "default", **overrides) -> BenchConfi
                          f"{cfg.budgets!r}")
     cfg.budget_axis()   # refuse a bad axis before any episode is played
     cfg.pinned_tables()   # and bad table pins
+    from ..measure.analytic import check_anchor
+    try:
+        check_anchor(cfg.model_anchor)   # and a model anchor no backend knows
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     return cfg
 
 

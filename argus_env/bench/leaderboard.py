@@ -209,12 +209,14 @@ def build(lines: list[dict], live=None) -> list[Board]:
 
 def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -> Board:
     from .results import line_setting
-    settings = {(ln["measure"], ln["hardware"], line_setting(ln, "estimator")) for ln in lines}
+    settings = {(ln["measure"], ln["hardware"], line_setting(ln, "estimator"),
+                 line_setting(ln, "model_anchor")) for ln in lines}
     if len(settings) > 1:
         raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware, "
-                         f"estimator) {sorted(settings, key=str)}; make one leaderboard per "
+                         f"estimator, model anchor) {sorted(settings, key=str)}; make one "
+                         f"leaderboard per "
                          f"setting")
-    measure, hardware, estimator = settings.pop()
+    measure, hardware, estimator, _ = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}
     known_from = {s: (live.best_known(hardware, env_id, s) if live else None) or

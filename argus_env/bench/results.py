@@ -179,13 +179,17 @@ def strip_timings(line: dict) -> dict:
 
 
 def line_setting(line: dict, key: str):
-    """A setting of the run that made `line`: its field, and for `estimator` on a model- or
-    table-priced line that predates the field, the analytic model it was priced by."""
+    """A setting of the run that made `line`: its field, and for `estimator` (or
+    `model_anchor`) on a model- or table-priced line that predates the field, the analytic
+    model (the roofline anchor) it was priced by."""
     if key == "estimator" and "estimator" not in line:
         from ..measure.correction import LEGACY_ESTIMATOR
         return LEGACY_ESTIMATOR if line.get("measure") in ("model", "table") else None
     if key == "catalog" and "catalog" not in line:
         return LEGACY_CATALOG
+    if key == "model_anchor" and "model_anchor" not in line:
+        from ..measure.analytic import LEGACY_ANCHOR
+        return LEGACY_ANCHOR if line.get("measure") in ("model", "table") else None
     if key == "table_rows":   # the GPU table rows a table-mode line was priced from
         return (line.get("hashes") or {}).get("table_rows")
     return line.get(key)

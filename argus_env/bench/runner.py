@@ -55,6 +55,7 @@ class Runner:
                       split=track, max_episode_steps=max(budget or c.budget, 1))
         if c.measure in ("model", "table"):
             kwargs["estimator"] = c.estimator
+            kwargs["model_anchor"] = c.model_anchor
         kwargs["catalog"] = c.catalog_for(env_id)
         pinned = c.tables_for(env_id)
         if pinned is not None:   # the rows the suite's board was played against
@@ -172,7 +173,7 @@ def share(env, evaluators: dict) -> None:
     from ..measure.analytic import format_snapshot
     snapshot = getattr(backend, "snapshot", None)
     key = (core.task.name, type(backend).__name__, getattr(core.profile, "name", ""),
-           getattr(backend, "estimator", None),
+           getattr(backend, "estimator", None), getattr(backend, "model_anchor", None),
            format_snapshot(snapshot) if snapshot is not None else None,
            getattr(backend, "fit", None))
     if key in evaluators:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .leaderboard import counted
 from ..measure.correction import ESTIMATORS
+from ..measure.analytic import ANCHORS
 from .results import RECORD_FIELDS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")   # agent, hardware and reward names
@@ -34,9 +35,9 @@ LINE_EXTRAS = ("task_uri", "track", "budget", "reward", "suite", "agent_args", "
 PER_STEP = ("actions", "action_labels", "rewards", "step_invariants", "step_tflops")
 #: fields a line may leave out: `earlier_actions` is written only for agents that reset,
 #: `estimator` only where the model priced, `step_seconds` by recorders that time their
-#: steps, `catalog` since catalogs have versions (lines written before any of them
-#: existed lack it)
-OPTIONAL = ("earlier_actions", "estimator", "step_seconds", "catalog")
+#: steps, `catalog` since catalogs have versions, `model_anchor` where the model priced
+#: (lines written before any of them existed lack it)
+OPTIONAL = ("earlier_actions", "estimator", "step_seconds", "catalog", "model_anchor")
 
 
 @dataclass
@@ -148,6 +149,7 @@ TYPES: dict[str, tuple[str, Callable]] = {
     "final_measured_by": (f"one of {MEASURES} or null", lambda v: v is None or v in MEASURES),
     "estimator": (f"one of {ESTIMATORS}", lambda v: v in ESTIMATORS),
     "catalog": ("a catalog version (an integer >= 1)", lambda v: type(v) is int and v >= 1),
+    "model_anchor": (f"one of {ANCHORS}", lambda v: v in ANCHORS),
 }
 assert set(TYPES) == RECORD_FIELDS | set(LINE_EXTRAS), "every field of a line has a type"
 

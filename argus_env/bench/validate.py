@@ -110,7 +110,9 @@ class Validator:
                       catalog=rec.catalog or LEGACY_CATALOG)   # the actions' catalog
         if rec.measure in ("model", "table"):   # priced as the line was
             from ..measure.correction import LEGACY_ESTIMATOR
+            from ..measure.analytic import LEGACY_ANCHOR
             kwargs["estimator"] = rec.estimator or LEGACY_ESTIMATOR
+            kwargs["model_anchor"] = rec.model_anchor or LEGACY_ANCHOR
         if rec.measure == "table" and table_snapshot:   # the tables as the line read them
             kwargs["table_snapshot"] = table_snapshot
         if rec.measure in ("model", "table") and correction_fit:   # and the fit it priced with
@@ -127,6 +129,8 @@ class Validator:
             # a line from before the field was priced by the analytic model, and is
             # replayed so (`make_env`): the replay's record names it
             rec.estimator = R.line_setting(line, "estimator")
+        if rec.measure in ("model", "table") and not rec.model_anchor:
+            rec.model_anchor = R.line_setting(line, "model_anchor")   # the roofline's
         if not rec.catalog:   # a line from before catalogs had versions played the first
             rec.catalog = R.line_setting(line, "catalog")
         split, reward = line.get("track") or rec.split or "all", line.get("reward", "default")
@@ -281,7 +285,8 @@ def drift(line: dict) -> list[Divergence]:
     if "hashes" not in line or check_line(line):
         return []
     env_id = next(k for k in registered_env_ids() if k == line["env_id"])
-    extra = {"estimator": R.line_setting(line, "estimator")} \
+    extra = {"estimator": R.line_setting(line, "estimator"),
+             "model_anchor": R.line_setting(line, "model_anchor")} \
         if line["measure"] in ("model", "table") else {}
     env = gym.make(env_id, measure=line["measure"], hardware=line["hardware"], **extra)
     now = R.content_hashes(env, line.get("reward", "default"))

@@ -19,6 +19,7 @@ from ..check.pack import pack_of
 from ..check.report import GENERIC_DIM, CheckTimeout, ReportLayout
 from ..dsl.errors import DSLError
 from ..dsl.program import Program
+from ..measure.analytic import DEFAULT_ANCHOR, check_anchor
 from ..measure.correction import DEFAULT_ESTIMATOR, check_estimator
 from ..measure.optimum import best_known, regret
 from ..registry import DEFAULT_TASK
@@ -110,6 +111,10 @@ class KernelEnv(gym.Env):
     analytic model's times the task's learned correction for the hardware, where one is
     fitted and its held-out evaluation kept it, `tasks/<task>/correction_<gpu>.json`;
     "analytic": the model alone, as the boards made before the correction were priced),
+    `model_anchor` ("measured": a model price is a fraction of the library as this GPU's
+    tables timed it at the shape, 0.9 x the roofline where they never did; "roofline":
+    always 0.9 x the roofline off the H200, as records made before the field were priced;
+    on the H200 the recorded anchors file comes first either way),
     `hardware` (profile in `configs/hardware/`),
     `reward` (config name, path or mapping), `split` ("train" | "test" | "all"),
     `correctness` ("interpreter" | "none": no numerical check, so a program that passes the
@@ -157,14 +162,15 @@ class KernelEnv(gym.Env):
                  correctness_timeout: float = 20.0, check_shapes: int | list = 2,
                  step_timeout: float | None = 25.0, estimator: str = DEFAULT_ESTIMATOR,
                  max_episode_steps: int | None = None, table_snapshot: str | None = None,
-                 correction_fit: str | None = None, catalog: int | None = None):
+                 correction_fit: str | None = None, catalog: int | None = None,
+                 model_anchor: str = DEFAULT_ANCHOR):
         self._init_kwargs = dict(task=task, mode=mode, measure=measure, hardware=hardware,
                                  reward=reward, split=split, correctness=correctness,
                                  correctness_timeout=correctness_timeout,
                                  check_shapes=check_shapes, step_timeout=step_timeout,
                                  estimator=estimator, max_episode_steps=max_episode_steps,
                                  table_snapshot=table_snapshot, correction_fit=correction_fit,
-                                 catalog=catalog)
+                                 catalog=catalog, model_anchor=model_anchor)
         if env_config:
             return self.__init__(**{**dict(task=task, mode=mode, measure=measure,
                                            hardware=hardware, reward=reward, split=split,
@@ -175,7 +181,8 @@ class KernelEnv(gym.Env):
                                            step_timeout=step_timeout, estimator=estimator,
                                            max_episode_steps=max_episode_steps,
                                            table_snapshot=table_snapshot,
-                                           correction_fit=correction_fit, catalog=catalog),
+                                           correction_fit=correction_fit, catalog=catalog,
+                                           model_anchor=model_anchor),
                                     **dict(env_config)})
         if step_timeout is not None and not (isinstance(step_timeout, (int, float))
                                              and not isinstance(step_timeout, bool)
@@ -206,6 +213,7 @@ class KernelEnv(gym.Env):
             _require_cuda()
         self.target = load_target(hardware)   # the hardware facts, for every part below
         check_estimator(estimator)
+        check_anchor(model_anchor)
         if table_snapshot is not None and measure != "table":
             raise ValueError(f"table_snapshot reads the GPU tables as they were; it needs "
                              f"measure='table', not {measure!r}")
@@ -213,13 +221,14 @@ class KernelEnv(gym.Env):
             raise ValueError(f"correction_fit prices with a recorded fit of the cost model's "
                              f"correction; it needs measure='model' or 'table', not {measure!r}")
         backend = make_backend(measure, self.target,
-                               **({"estimator": estimator} if measure in ("model", "table")
-                                  else {}),
+                               **({"estimator": estimator, "model_anchor": model_anchor}
+                                  if measure in ("model", "table") else {}),
                                **({"snapshot": table_snapshot} if table_snapshot is not None
                                   else {}),
                                **({"fit": correction_fit} if correction_fit is not None
                                   else {}))
         self.estimator = estimator
+        self.model_anchor = model_anchor if measure in ("model", "table") else ""
         if measure == "gpu" and correctness == "interpreter":
             correctness = "none"  # the GPU worker checks numerics itself, at the real shape
         self._owns_evaluator = evaluator is None

@@ -108,6 +108,11 @@ class EpisodeRecord:
     # catalog=)`); 0 in records written before catalogs had versions (they played the
     # first), and then left out of the JSON
     catalog: int = 0
+    # the library figure model prices were set against off the H200 ("measured" or
+    # "roofline", `KernelEnv(model_anchor=)`); "" for a GPU-timed episode and in records
+    # written before the field (those were priced against 0.9 x the roofline): left out
+    # of the JSON when empty
+    model_anchor: str = ""
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -120,6 +125,8 @@ class EpisodeRecord:
             del d["estimator"]
         if not d["catalog"]:
             del d["catalog"]
+        if not d["model_anchor"]:
+            del d["model_anchor"]
         # one order for the invariants met (the checker may report them in another order
         # from one process to the next), so that two runs write the same bytes
         d["violations_met"] = dict(sorted(d["violations_met"].items()))
@@ -170,6 +177,7 @@ class Recorder:
         self.rec.split = getattr(core, "split", "")
         if self.rec.measure in ("model", "table"):
             self.rec.estimator = getattr(core, "estimator", "")
+            self.rec.model_anchor = getattr(core, "model_anchor", "")
         space = getattr(core, "space_", None)
         self.rec.catalog = int(getattr(space, "catalog_version", 0) or 0)
         self._violated = False

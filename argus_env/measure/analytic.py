@@ -27,15 +27,49 @@ from .measurement import Backend, Measurement, recorded_anchor
 from .model import estimate
 
 
+#: where a model price's library figure comes from where no anchors file was recorded
+#: for the GPU (`ModelBackend.anchor`): "measured", the library as the GPU's tables timed
+#: it at the shape (0.9 x the roofline where they never timed the shape); "roofline",
+#: always 0.9 x the roofline (how records made before the field were priced)
+ANCHORS = ("measured", "roofline")
+DEFAULT_ANCHOR = "measured"
+LEGACY_ANCHOR = "roofline"
+
+
+def check_anchor(model_anchor: str) -> str:
+    if model_anchor not in ANCHORS:
+        raise ValueError(f"model_anchor must be one of {', '.join(map(repr, ANCHORS))}, "
+                         f"got {model_anchor!r}")
+    return model_anchor
+
+
+def anchor_medians(rows: dict) -> dict:
+    """{shape: median library TFLOP/s} over table `rows` ({shape + (hash,): row}) that
+    carry the library's figure from their run (`anchor_tflops`, or GEMM's `cublas_tflops`)."""
+    import statistics
+    by: dict = {}
+    for key, row in rows.items():
+        try:
+            v = float(row.get("anchor_tflops") or row.get("cublas_tflops") or "nan")
+        except ValueError:
+            continue
+        if math.isfinite(v) and v > 0:
+            by.setdefault(key[:-1], []).append(v)
+    return {shape: statistics.median(v) for shape, v in by.items()}
+
+
 class ModelBackend(Backend):
     """The analytic cost model on a hardware profile: exactly reproducible anywhere."""
 
     name = "model"
 
     def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR,
-                 fit: str | None = None):
+                 fit: str | None = None, model_anchor: str = DEFAULT_ANCHOR):
         self.target = as_target(hardware)
         self.profile = self.target.profile
+        # where the library's figure a model price is set against comes from (`anchor`)
+        self.model_anchor = check_anchor(model_anchor)
+        self._anchors: dict[str, dict] = {}
         # "corrected": the analytic time times the task's learned correction for this GPU,
         # where one is fitted and used (`measure/correction.py`); "analytic": the model alone
         self.estimator = check_estimator(estimator)
@@ -54,9 +88,36 @@ class ModelBackend(Backend):
         return min(ceiling, f.flops / memory_ms / 1e9)
 
     def anchor(self, task, sizes: dict, f: KernelFeatures) -> float:
+        """The library's TFLOP/s at `sizes` a model price is a fraction of: the task's
+        recorded anchors file (H200); else, with `model_anchor="measured"`, the median
+        of the library's figures this GPU's tables timed beside their rows at this shape;
+        else 0.9 x the shape's roofline, an estimate (`anchor_source`)."""
+        return self.anchor_source(task, sizes, f)[0]
+
+    def anchor_source(self, task, sizes: dict, f: KernelFeatures) -> tuple[float, str]:
+        """(`anchor`, where it came from: "recorded", "tables" or "roofline estimate")."""
         recorded = recorded_anchor(task, sizes, self.profile.name) \
             if self.profile.name.lower().startswith("h200") else None
-        return recorded if recorded else 0.9 * self.roofline(f)
+        if recorded:
+            return recorded, "recorded"
+        if self.model_anchor == "measured":
+            shape = tuple(int(sizes[d]) for d in task.anchor_dims) \
+                if all(d in sizes for d in task.anchor_dims) else None
+            timed = self.anchor_rows(task).get(shape) if shape is not None else None
+            if timed:
+                return timed, "tables"
+        return 0.9 * self.roofline(f), "roofline estimate"
+
+    def anchor_rows(self, task) -> dict:
+        """{shape along `task.anchor_dims`: the median library TFLOP/s the GPU tables of
+        this profile timed there}, from every row with the figure (`TableBackend` reads
+        its own rows, a pinned snapshot included)."""
+        if task.name not in self._anchors:
+            paths = table_paths(task, self.profile.name.lower()) \
+                if getattr(task, "anchors_file", None) else []
+            rows = read_table_rows(paths, task.anchor_dims, strict=False)[0] if paths else {}
+            self._anchors[task.name] = anchor_medians(rows)
+        return self._anchors[task.name]
 
     def _cuda_cores(self, own: dict, task, sizes: dict) -> dict:
         """A task model's answer for a program without a dot: no faster than the task's
@@ -83,10 +144,12 @@ class ModelBackend(Backend):
                 own = self._cuda_cores(own, task, sizes)
             error = "" if ok else ("; ".join(own.get("reasons") or ()) or
                                    "the cost model finds this configuration cannot run here")
-            return Measurement("model", ok, own["ms"], own["tflops"], self.anchor(task, sizes, f),
+            anchor, source = self.anchor_source(task, sizes, f)
+            return Measurement("model", ok, own["ms"], own["tflops"], anchor,
                                self.roofline(f), error, details={"bound": own.get("bound"),
                                                           "profile": self.profile.name,
                                                           "config": str(own.get("features")),
+                                                          "anchor": source,
                                                           **self.estimate_note(task, corrected)})
         est = estimate(f, self.target)
         ms, tflops = est.ms, est.tflops
@@ -94,10 +157,11 @@ class ModelBackend(Backend):
         if corrected is not None:
             ms = corrected["ms"]
             tflops = f.flops / ms / 1e9
-        m = Measurement("model", est.legal, ms, tflops, self.anchor(task, sizes, f),
+        anchor, source = self.anchor_source(task, sizes, f)
+        m = Measurement("model", est.legal, ms, tflops, anchor,
                         self.roofline(f), "; ".join(est.reasons),
                         {"bound": est.bound, "breakdown": est.breakdown,
-                         "profile": self.profile.name, "config": f.key(),
+                         "profile": self.profile.name, "config": f.key(), "anchor": source,
                          **self.estimate_note(task, corrected)})
         return m
 
@@ -235,10 +299,14 @@ class TableBackend(Backend):
     name = "table"
 
     def __init__(self, hardware: Target | str = "h200", estimator: str = DEFAULT_ESTIMATOR,
-                 snapshot: str | dict | None = None, fit: str | None = None):
-        self.model = ModelBackend(hardware, estimator, fit)
+                 snapshot: str | dict | None = None, fit: str | None = None,
+                 model_anchor: str = DEFAULT_ANCHOR):
+        self.model = ModelBackend(hardware, estimator, fit, model_anchor)
+        # the programs the tables lack are set against the library as these tables timed it
+        self.model.anchor_rows = self._anchor_rows
         self.fit = self.model.fit
         self.estimator = self.model.estimator
+        self.model_anchor = self.model.model_anchor
         self.target, self.profile = self.model.target, self.model.profile
         self.hardware = self.target.name
         self.snapshot = parse_snapshot(snapshot)
@@ -268,6 +336,13 @@ class TableBackend(Backend):
             self._tables[task.name] = {"path": str(path), "rows": rows, "counts": counts,
                                        "snapshot": format_snapshot(counts)}
         return self._tables[task.name]
+
+    def _anchor_rows(self, task) -> dict:
+        """`ModelBackend.anchor_rows` from the rows this backend reads (a snapshot's)."""
+        table = self.table(task)
+        if "anchors" not in table:
+            table["anchors"] = anchor_medians(table["rows"])
+        return table["anchors"]
 
     def snapshot_of(self, task) -> str:
         """The rows each of the task's table files holds as read (`table`), as the text

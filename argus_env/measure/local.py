@@ -15,8 +15,8 @@ def make_local_backend(name: str, hardware: Target | str = "h200", **options) ->
     if name not in LOCAL_BACKENDS:
         raise ValueError(f"unknown measurement backend {name!r}; use one of "
                          f"{', '.join(repr(n) for n in LOCAL_BACKENDS)}")
-    allowed = {"gpu": None, "model": {"estimator", "fit"},
-               "table": {"estimator", "snapshot", "fit"}}[name]
+    allowed = {"gpu": None, "model": {"estimator", "fit", "model_anchor"},
+               "table": {"estimator", "snapshot", "fit", "model_anchor"}}[name]
     if allowed is not None and set(options) - allowed:
         raise ValueError(f"the {name!r} backend takes only {sorted(allowed)}, got "
                          f"{sorted(options)}")

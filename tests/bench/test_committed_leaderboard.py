@@ -31,7 +31,7 @@ def replayed(line: dict) -> dict:
 
 
 #: fields a re-run writes that lines committed before them lack
-ADDED = ("earlier_actions", "estimator", "catalog")
+ADDED = ("earlier_actions", "estimator", "catalog", "model_anchor")
 
 
 def same(a: dict, b: dict) -> list[str]:
@@ -48,6 +48,8 @@ def same(a: dict, b: dict) -> list[str]:
         out.append("estimator")   # a line made before the field: priced by the analytic model
     if "catalog" not in a and R.line_setting(a, "catalog") != b.get("catalog"):
         out.append("catalog")     # a line made before catalogs had versions: the first
+    if "model_anchor" not in a and R.line_setting(a, "model_anchor") != b.get("model_anchor"):
+        out.append("model_anchor")   # a line made before the field: the roofline's anchor
     return out
 
 
