@@ -109,7 +109,7 @@ def test_backends_are_built_for_a_target():
     for name in ("model", "table"):
         backend = make_backend(name, a100)
         assert backend.target is a100 and backend.profile is a100.profile
-    with pytest.raises(ValueError, match=r"takes only \['estimator', 'fit'\], got \['rounds'\]"):
+    with pytest.raises(ValueError, match=r"takes only \['estimator', 'fit', 'model_anchor'\], got \['rounds'\]"):
         make_backend("model", a100, rounds=3)
     assert make_backend("table", a100, estimator="analytic").estimator == "analytic"
     with pytest.raises(ValueError, match="estimator must be one of"):
