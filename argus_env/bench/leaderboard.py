@@ -214,8 +214,7 @@ def _board(env_id: str, track: str, budget: int, lines: list[dict], live=None) -
     if len(settings) > 1:
         raise ValueError(f"{env_id} {track}, budget {budget}: results mix (measure, hardware, "
                          f"estimator, model anchor) {sorted(settings, key=str)}; make one "
-                         f"leaderboard per "
-                         f"setting")
+                         f"leaderboard per setting")
     measure, hardware, estimator, _ = settings.pop()
     shapes = list(dict.fromkeys(ln["shape"] for ln in lines))
     best_known = {s: max(ln["best_frac_anchor"] for ln in lines if ln["shape"] == s) for s in shapes}

@@ -43,14 +43,21 @@ def check_anchor(model_anchor: str) -> str:
     return model_anchor
 
 
+def row_anchor(row: dict) -> str | None:
+    """The library's TFLOP/s a table row's run timed beside the program (`anchor_tflops`,
+    or `cublas_tflops` in the GEMM table, which was recorded first), as written; None or
+    "" where the row has none."""
+    return row.get("anchor_tflops") or row.get("cublas_tflops")
+
+
 def anchor_medians(rows: dict) -> dict:
     """{shape: median library TFLOP/s} over table `rows` ({shape + (hash,): row}) that
-    carry the library's figure from their run (`anchor_tflops`, or GEMM's `cublas_tflops`)."""
+    carry the library's figure from their run (`row_anchor`)."""
     import statistics
     by: dict = {}
     for key, row in rows.items():
         try:
-            v = float(row.get("anchor_tflops") or row.get("cublas_tflops") or "nan")
+            v = float(row_anchor(row) or "nan")
         except ValueError:
             continue
         if math.isfinite(v) and v > 0:
@@ -454,9 +461,7 @@ class TableBackend(Backend):
             return Measurement("table", False, error=f"recorded on the GPU: {row['error']}",
                                details={"status": row["error"].split(":")[0] or "error",
                                         "table": table["path"]})
-        # the library's figure from the same run: `anchor_tflops` (any task), or
-        # `cublas_tflops` in the GEMM table, which was recorded first
-        anchor = row.get("anchor_tflops") or row.get("cublas_tflops")
+        anchor = row_anchor(row)   # the library's figure from the same run
         return Measurement("table", True, float(row["ms"]), float(row["tflops"]),
                            float(anchor) if anchor else math.nan, self.model.roofline(f),
                            details={"table": table["path"], "config": f.key(),
