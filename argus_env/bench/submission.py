@@ -178,6 +178,16 @@ def _suite(folder: Path, meta: dict, problems: list):
                                 "(tables:); only the project's own suites may: remove it, "
                                 "and play against the tables as they are", "suite"))
         return None
+    from ..measure.analytic import DEFAULT_ANCHOR
+    if not ours and suite.measure in ("model", "table") and suite.model_anchor != DEFAULT_ANCHOR:
+        # 0.9 x the roofline undervalues the library at bandwidth-bound shapes (every
+        # program at the roofline scores 1.111): a suite of the submitter's own may not
+        # choose it; the project's suites name it only for the boards played so
+        problems.append(Problem("agent.yaml", None, f"suite {name!r} sets model prices "
+                                f"against the roofline (model_anchor: {suite.model_anchor}); "
+                                f"only the project's own suites may: play with "
+                                f"model_anchor: {DEFAULT_ANCHOR}", "suite"))
+        return None
     return suite, episodes
 
 

@@ -247,6 +247,40 @@ def test_a_submitted_suite_cannot_pin_the_tables(probe_lines, submission, probe_
     assert replayed == []
 
 
+def test_a_submitted_suite_cannot_price_against_the_roofline(probe_lines, submission,
+                                                             probe_suite, tmp_path,
+                                                             monkeypatch):
+    """0.9 x the roofline as the library's figure (`model_anchor: roofline`) puts every
+    bandwidth-bound program at the roofline at 1.111 of the library: a submission's own
+    suite that chooses it, with lines played so, is refused before any replay. A line
+    that claims the roofline's anchor in a suite that plays the measured one is refused
+    as differing from its suite."""
+    import yaml
+
+    from argus_env.bench import load_config
+    from argus_env.bench.config import Episode
+    from argus_env.bench.runner import Runner
+    roofline = {**yaml.safe_load(probe_suite), "model_anchor": "roofline"}
+    path = tmp_path / "roofline.yaml"
+    path.write_text(yaml.safe_dump(roofline))
+    played = Runner(load_config(path), tmp_path).play(
+        Episode("random", "Argus-GEMM-v0", "train", "decode-16", 0))
+    assert played["model_anchor"] == "roofline"   # the choice was played
+    replayed = []
+    real = V.Validator.replay
+    monkeypatch.setattr(V.Validator, "replay", lambda self, line: replayed.append(line) or
+                        real(self, line))
+    folder = submission([played])
+    (folder / "suite.yaml").write_text(yaml.safe_dump(roofline))
+    problems, board = check_submission(folder)
+    assert board == [] and any(p.field == "suite" and "model_anchor: roofline" in p.message
+                               for p in problems), [str(p) for p in problems]
+    assert replayed == []
+    problems, board = check_submission(submission([played]))   # the probe's own suite
+    assert board == [] and any(p.field == "model_anchor" for p in problems), \
+        [str(p) for p in problems]
+
+
 def test_a_suite_with_a_budget_axis_takes_a_line_per_budget(probe_lines, submission,
                                                             probe_suite):
     """A suite with `budgets` wants the episode at each budget: a line at a budget the axis
